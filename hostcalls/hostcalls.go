@@ -1,0 +1,87 @@
+// Package hostcalls declares the shape of a host call: the only way a guest
+// module reaches a privileged effect. Each family (fs, spawn, vault,
+// sysinfo, store) lives in its own subpackage and exports one table of
+// HostCall values; the host registers every entry as a wasm import of
+// module "lemon" named Name, and every call passes the gate (capability,
+// rate limit, deadline, telemetry) before Func runs. See docs/ABI.md.
+package hostcalls
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Capabilities a host call may require. A node's ceiling (worker policy and
+// --capabilities) and a request's executionContext intersect with a
+// module's declared capabilities; a host call runs only if its capability
+// survives the intersection.
+const (
+	CapHostInfo = "hostinfo" // read host metadata
+	CapRead     = "read"     // read files and directory listings
+	CapWrite    = "write"    // create, change, move and delete files
+	CapExec     = "exec"     // start and control native processes
+	CapSecrets  = "secrets"  // write-only vault
+)
+
+// AllCapabilities lists every capability, in a stable order.
+var AllCapabilities = []string{CapHostInfo, CapRead, CapWrite, CapExec, CapSecrets}
+
+// AuditClass says what kind of effect a host call has; it is recorded in
+// the content-free audit event.
+type AuditClass string
+
+const (
+	AuditMeta     AuditClass = "meta"     // no effect on node state (host info, stat)
+	AuditRead     AuditClass = "read"     // reads node state
+	AuditMutation AuditClass = "mutation" // changes node state
+)
+
+// Func implements a host call. args is the JSON the guest passed; the
+// returned bytes are JSON handed back to the guest. A returned error should
+// be a *protocol.Error with a safe message; any other error reaches the
+// guest as INTERNAL_ERROR with a generic message.
+type Func func(ctx context.Context, call Call, args []byte) ([]byte, error)
+
+// HostCall is one entry of a family's table.
+type HostCall struct {
+	// Name is the import name, "family.operation" (e.g. "fs.stat").
+	Name string
+	// Params names the JSON fields of args, for docs and tests.
+	Params []string
+	// Capability the call requires (one of the Cap constants).
+	Capability string
+	// Audit is the effect class recorded in telemetry.
+	Audit AuditClass
+	// Func does the work.
+	Func Func
+}
+
+// Call is what a host call sees of the invocation that made it.
+type Call interface {
+	// Module is the calling module's family (the store namespace).
+	Module() string
+	// Method is the spec method being served (e.g. "node.fs.read").
+	Method() string
+	// Invocation describes the request being served.
+	Invocation() Invocation
+	// Blob returns an invocation blob by id: input blobs decoded by the
+	// host before the guest ran, or blobs made by earlier host calls.
+	Blob(id uint32) ([]byte, bool)
+	// PutBlob stores bytes as a new invocation blob and returns its id. The
+	// guest can name it in later host calls or in its result.
+	PutBlob(b []byte) uint32
+	// Await registers an operation the guest may suspend on (DESIGN §4: a
+	// long wait must not pin an instance). done closes when it completes.
+	Await(done <-chan struct{}) uint32
+}
+
+// Invocation is the routing context of one request.
+type Invocation struct {
+	InvokeID          string          `json:"invokeId"`
+	NodeID            string          `json:"nodeId"`
+	SessionGeneration uint64          `json:"sessionGeneration"`
+	ExecutionContext  json.RawMessage `json:"executionContext,omitempty"`
+}
+
+// Table is a family's list of host calls.
+type Table []HostCall

@@ -1,0 +1,167 @@
+package protocol
+
+import "encoding/json"
+
+// Frame types (DESIGN §2). Every WebSocket text frame is one JSON object.
+const (
+	FrameReq     = "req"
+	FrameRes     = "res"
+	FrameEvent   = "event"
+	FrameHelloOK = "hello-ok"
+)
+
+// ProtocolVersion is the version reported in hello-ok.
+const ProtocolVersion = 1
+
+// UnknownID is the id used when answering a frame whose id could not be read.
+const UnknownID = "unknown"
+
+// Request is {"type":"req","id":"r1","method":"node.fs.read","params":{...}}.
+type Request struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Response is {"type":"res","id":"r1","ok":true,"payload":{...}} or the
+// same with ok:false and error.
+type Response struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	OK      bool            `json:"ok"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Event is {"type":"event","event":"node.invoke.request","seq":7,"payload":{...}};
+// seq counts per connection from 1.
+type Event struct {
+	Type    string          `json:"type"`
+	Event   string          `json:"event"`
+	Seq     uint64          `json:"seq"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// Envelope reads just enough of a frame to route it.
+type Envelope struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Method string `json:"method"`
+	Event  string `json:"event"`
+}
+
+// OKResponse builds a successful response frame.
+func OKResponse(id string, payload json.RawMessage) Response {
+	return Response{Type: FrameRes, ID: id, OK: true, Payload: payload}
+}
+
+// ErrResponse builds a failed response frame.
+func ErrResponse(id string, err *Error) Response {
+	return Response{Type: FrameRes, ID: id, OK: false, Error: err}
+}
+
+// Roles of a connection.
+const (
+	RoleOperator = "operator"
+	RoleNode     = "node"
+)
+
+// ConnectParams are the params of the first request, method "connect".
+type ConnectParams struct {
+	Role   string         `json:"role"`
+	Auth   ConnectAuth    `json:"auth"`
+	Scopes []string       `json:"scopes,omitempty"`
+	Client ConnectClient  `json:"client"`
+	Node   *NodeAdvertise `json:"node,omitempty"`
+}
+
+// ConnectAuth carries the bearer token. It is never logged or echoed.
+type ConnectAuth struct {
+	Token string `json:"token"`
+}
+
+// ConnectClient identifies the connecting program.
+type ConnectClient struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+// NodeAdvertise is what a node declares when it connects: its name, the
+// methods and versions it serves, and the digest of its module set.
+type NodeAdvertise struct {
+	Name            string         `json:"name,omitempty"`
+	NodeID          string         `json:"nodeId,omitempty"`
+	Methods         map[string]int `json:"methods"`
+	ModuleSetDigest string         `json:"moduleSetDigest,omitempty"`
+	MaxPayload      int            `json:"maxPayload,omitempty"`
+	Capabilities    []string       `json:"capabilities,omitempty"`
+}
+
+// HelloOK answers a successful connect.
+type HelloOK struct {
+	Type     string        `json:"type"`
+	Protocol int           `json:"protocol"`
+	Server   HelloServer   `json:"server"`
+	Features HelloFeatures `json:"features"`
+	Policy   HelloPolicy   `json:"policy"`
+	Auth     HelloAuth     `json:"auth"`
+}
+
+type HelloServer struct {
+	Version string `json:"version"`
+	ConnID  string `json:"connId"`
+}
+
+type HelloFeatures struct {
+	Methods []string `json:"methods"`
+	Events  []string `json:"events"`
+}
+
+// HelloPolicy gives the limits the peer must respect: maxPayload in bytes
+// of one frame, maxBufferedBytes of queued outbound data, tickIntervalMs.
+type HelloPolicy struct {
+	MaxPayload       int `json:"maxPayload"`
+	MaxBufferedBytes int `json:"maxBufferedBytes"`
+	TickIntervalMs   int `json:"tickIntervalMs"`
+}
+
+type HelloAuth struct {
+	Role     string   `json:"role"`
+	Scopes   []string `json:"scopes"`
+	ClientID string   `json:"clientId"`
+	NodeID   string   `json:"nodeId,omitempty"`
+}
+
+// Controller-to-node events and node-to-controller requests.
+const (
+	EventInvokeRequest = "node.invoke.request"
+	EventInvokeCancel  = "node.invoke.cancel"
+	MethodInvokeResult = "node.invoke.result"
+)
+
+// InvokeRequest is the payload of event node.invoke.request.
+// TimeoutMs is the broker deadline in ms; SessionGeneration is the node
+// session generation the controller pinned.
+type InvokeRequest struct {
+	InvokeID          string          `json:"invokeId"`
+	NodeID            string          `json:"nodeId"`
+	Method            string          `json:"method"`
+	Args              json.RawMessage `json:"args"`
+	TimeoutMs         int64           `json:"timeoutMs"`
+	SessionGeneration uint64          `json:"sessionGeneration,omitempty"`
+	ExecutionContext  json.RawMessage `json:"executionContext,omitempty"`
+}
+
+// InvokeCancel is the payload of event node.invoke.cancel.
+type InvokeCancel struct {
+	InvokeID string `json:"invokeId"`
+}
+
+// InvokeResult is the params of the node's request node.invoke.result:
+// exactly one of Result and Error is set.
+type InvokeResult struct {
+	InvokeID string          `json:"invokeId"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    *Error          `json:"error,omitempty"`
+}
