@@ -1,0 +1,142 @@
+// Package moduleset reads and verifies a version-pinned module set
+// (DESIGN §8): a manifest of {family, version, sha256, size, methods}
+// plus the module bytes, as build.sh writes it into a directory.
+package moduleset
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+)
+
+// ManifestFile is the manifest's file name inside a set directory.
+const ManifestFile = "manifest.json"
+
+// MaxModuleBytes bounds one module file (64 MiB).
+const MaxModuleBytes = 64 << 20
+
+// Method is a method a module serves and its version.
+type Method struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+// Module is one pinned module: File is its name inside the set directory,
+// SHA256 the lowercase hex digest of its bytes, Size in bytes.
+type Module struct {
+	Family  string   `json:"family"`
+	Version string   `json:"version"`
+	SHA256  string   `json:"sha256"`
+	Size    int64    `json:"size"`
+	File    string   `json:"file"`
+	Methods []Method `json:"methods"`
+}
+
+// Manifest pins every module of a set.
+type Manifest struct {
+	Modules []Module `json:"modules"`
+}
+
+// ErrDigestMismatch means module bytes do not match the pinned digest.
+var ErrDigestMismatch = errors.New("module bytes do not match the pinned sha256")
+
+// Digest identifies the whole set: sha256 over the sorted "family version
+// sha256" lines. Nodes advertise it; the controller compares it.
+func (m Manifest) Digest() string {
+	lines := make([]string, len(m.Modules))
+	for i, mod := range m.Modules {
+		lines[i] = mod.Family + " " + mod.Version + " " + mod.SHA256 + "\n"
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		h.Write([]byte(l))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Find returns the module of a family.
+func (m Manifest) Find(family string) (Module, bool) {
+	for _, mod := range m.Modules {
+		if mod.Family == family {
+			return mod, true
+		}
+	}
+	return Module{}, false
+}
+
+// Validate checks the manifest's shape: unique families, hex digests,
+// plain file names, positive sizes.
+func (m Manifest) Validate() error {
+	seen := map[string]bool{}
+	for _, mod := range m.Modules {
+		if mod.Family == "" || seen[mod.Family] {
+			return fmt.Errorf("manifest: family %q empty or repeated", mod.Family)
+		}
+		seen[mod.Family] = true
+		if b, err := hex.DecodeString(mod.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("manifest: family %q: sha256 is not 64 hex digits", mod.Family)
+		}
+		if mod.File == "" || path.Base(mod.File) != mod.File || mod.File[0] == '.' {
+			return fmt.Errorf("manifest: family %q: file must be a plain name", mod.Family)
+		}
+		if mod.Size <= 0 || mod.Size > MaxModuleBytes {
+			return fmt.Errorf("manifest: family %q: size out of range", mod.Family)
+		}
+	}
+	return nil
+}
+
+// Verify checks bytes against the module's size and digest.
+func (mod Module) Verify(b []byte) error {
+	sum := sha256.Sum256(b)
+	if int64(len(b)) != mod.Size || hex.EncodeToString(sum[:]) != mod.SHA256 {
+		return fmt.Errorf("module %s %s: %w", mod.Family, mod.Version, ErrDigestMismatch)
+	}
+	return nil
+}
+
+// ParseManifest decodes and validates manifest JSON.
+func ParseManifest(data []byte) (Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Manifest{}, fmt.Errorf("manifest: %w", err)
+	}
+	return m, m.Validate()
+}
+
+// Load reads a set from fsys (a directory, or the embedded default) and
+// verifies every module's bytes against the manifest.
+func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
+	data, err := fs.ReadFile(fsys, ManifestFile)
+	if err != nil {
+		return Manifest{}, nil, fmt.Errorf("module set: %w", err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return Manifest{}, nil, err
+	}
+	bytesByFamily := map[string][]byte{}
+	for _, mod := range m.Modules {
+		b, err := fs.ReadFile(fsys, mod.File)
+		if err != nil {
+			return Manifest{}, nil, fmt.Errorf("module set: %s: %w", mod.Family, err)
+		}
+		if err := mod.Verify(b); err != nil {
+			return Manifest{}, nil, err
+		}
+		bytesByFamily[mod.Family] = b
+	}
+	return m, bytesByFamily, nil
+}
+
+// LoadDir is Load over a directory.
+func LoadDir(dir string) (Manifest, map[string][]byte, error) {
+	return Load(os.DirFS(dir))
+}

@@ -1,0 +1,210 @@
+// Package sysinfo is the host-call family behind node.host.info: real
+// measurements of the node taken from /proc, statfs and uname (DESIGN §6,
+// spec "Host information"). A measurement that fails is an UNAVAILABLE
+// error, never a zero.
+package sysinfo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// Snapshot is the result of sysinfo.snapshot; field names and units match
+// the node.host.info payload (bytes, seconds).
+type Snapshot struct {
+	Hostname       string `json:"hostname"`
+	OS             string `json:"os"`
+	OSVersion      string `json:"osVersion"`
+	Arch           string `json:"arch"`
+	CPUCount       int    `json:"cpuCount"`
+	MemTotalBytes  uint64 `json:"memTotalBytes"`
+	MemFreeBytes   uint64 `json:"memFreeBytes"`
+	DiskTotalBytes uint64 `json:"diskTotalBytes"`
+	DiskFreeBytes  uint64 `json:"diskFreeBytes"`
+	UptimeSec      uint64 `json:"uptimeSec"`
+	LemonVersion   string `json:"lemonVersion"`
+	DefaultCwd     string `json:"defaultCwd"`
+	User           string `json:"user"`
+}
+
+// Config says where measurements come from. ProcDir defaults to /proc;
+// tests point it at a fake tree to exercise failures.
+type Config struct {
+	DefaultCwd   string
+	LemonVersion string
+	ProcDir      string
+}
+
+// Sysinfo measures the host.
+type Sysinfo struct{ cfg Config }
+
+// New returns the family. DefaultCwd must be an absolute path.
+func New(cfg Config) *Sysinfo {
+	if cfg.ProcDir == "" {
+		cfg.ProcDir = "/proc"
+	}
+	return &Sysinfo{cfg: cfg}
+}
+
+// Table declares the family's host calls.
+func (s *Sysinfo) Table() hostcalls.Table {
+	return hostcalls.Table{{
+		Name:       "sysinfo.snapshot",
+		Params:     nil,
+		Capability: hostcalls.CapHostInfo,
+		Audit:      hostcalls.AuditMeta,
+		Func: func(ctx context.Context, _ hostcalls.Call, _ []byte) ([]byte, error) {
+			snap, err := s.Snapshot()
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(snap)
+		},
+	}}
+}
+
+func unavailable(what string) *protocol.Error {
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainMeasurementUnavailable,
+		what+" could not be measured")
+}
+
+// Snapshot takes every measurement. The first one that fails aborts with
+// UNAVAILABLE naming which measurement (never OS error text).
+func (s *Sysinfo) Snapshot() (*Snapshot, error) {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return nil, unavailable("kernel identity")
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return nil, unavailable("hostname")
+	}
+	total, free, err := s.meminfo()
+	if err != nil {
+		return nil, unavailable("memory")
+	}
+	up, err := s.uptime()
+	if err != nil {
+		return nil, unavailable("uptime")
+	}
+	var st unix.Statfs_t
+	if s.cfg.DefaultCwd == "" {
+		return nil, unavailable("disk")
+	}
+	if err := unix.Statfs(s.cfg.DefaultCwd, &st); err != nil || st.Blocks == 0 {
+		return nil, unavailable("disk")
+	}
+	cpus := runtime.NumCPU()
+	if cpus < 1 {
+		return nil, unavailable("cpu count")
+	}
+	u, err := user.Current()
+	if err != nil || u.Username == "" {
+		return nil, unavailable("user")
+	}
+	machine := unix.ByteSliceToString(uts.Machine[:])
+	return &Snapshot{
+		Hostname:       host,
+		OS:             runtime.GOOS,
+		OSVersion:      osVersion(unix.ByteSliceToString(uts.Release[:])),
+		Arch:           TargetTriple(machine, runtime.GOOS),
+		CPUCount:       cpus,
+		MemTotalBytes:  total,
+		MemFreeBytes:   free,
+		DiskTotalBytes: st.Blocks * uint64(st.Bsize),
+		DiskFreeBytes:  st.Bfree * uint64(st.Bsize),
+		UptimeSec:      up,
+		LemonVersion:   s.cfg.LemonVersion,
+		DefaultCwd:     s.cfg.DefaultCwd,
+		User:           u.Username,
+	}, nil
+}
+
+// osVersion keeps the numeric release ("6.8.0" of "6.8.0-45-generic").
+func osVersion(release string) string {
+	if i := strings.IndexAny(release, "-+ "); i > 0 {
+		return release[:i]
+	}
+	return release
+}
+
+// TargetTriple maps uname's machine to a target triple such as
+// x86_64-unknown-linux-gnu.
+func TargetTriple(machine, goos string) string {
+	switch machine {
+	case "arm64":
+		machine = "aarch64"
+	case "amd64":
+		machine = "x86_64"
+	}
+	switch goos {
+	case "darwin":
+		return machine + "-apple-darwin"
+	case "linux":
+		return machine + "-unknown-linux-gnu"
+	}
+	return machine + "-unknown-" + goos
+}
+
+// meminfo returns MemTotal and MemFree (genuinely free pages, not
+// MemAvailable) in bytes.
+func (s *Sysinfo) meminfo() (total, free uint64, err error) {
+	data, err := os.ReadFile(s.cfg.ProcDir + "/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	var haveTotal, haveFree bool
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		v, perr := strconv.ParseUint(f[1], 10, 64)
+		if perr != nil {
+			continue
+		}
+		if len(f) >= 3 && f[2] == "kB" {
+			v *= 1024
+		}
+		switch f[0] {
+		case "MemTotal:":
+			total, haveTotal = v, true
+		case "MemFree:":
+			free, haveFree = v, true
+		}
+	}
+	if !haveTotal || !haveFree || total == 0 {
+		return 0, 0, os.ErrNotExist
+	}
+	return total, free, nil
+}
+
+// uptime returns whole seconds since boot from /proc/uptime.
+func (s *Sysinfo) uptime() (uint64, error) {
+	data, err := os.ReadFile(s.cfg.ProcDir + "/uptime")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 1 {
+		return 0, os.ErrNotExist
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || v <= 0 {
+		return 0, os.ErrNotExist
+	}
+	return uint64(v), nil
+}

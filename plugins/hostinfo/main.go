@@ -1,0 +1,44 @@
+//go:build wasip1
+
+// Command hostinfo is the module of the hostinfo family: node.host.info
+// (spec "Host information"), served from the sysinfo.snapshot host call.
+// It is also the smallest example of a plugin: a manifest, one handler,
+// one host-call import.
+package main
+
+import (
+	"encoding/json"
+
+	"lemon/plugins/sdk"
+	"lemon/protocol"
+)
+
+//go:wasmimport lemon sysinfo.snapshot
+func sysinfoSnapshot(ptr, size uint32) uint64
+
+var manifest = sdk.Manifest{
+	Family:       "hostinfo",
+	Version:      "1.0.0",
+	Capabilities: []string{"hostinfo"},
+	HostCalls:    []string{"sysinfo.snapshot"},
+	Methods:      []sdk.MethodSpec{{Name: "node.host.info", Version: 1, Capability: "hostinfo"}},
+}
+
+func init() {
+	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
+}
+
+func hostInfo(req *sdk.Request) (*sdk.Result, error) {
+	if err := protocol.ValidateHostInfo(req.Params); err != nil {
+		return nil, err
+	}
+	// The snapshot is passed through as raw JSON: the host already shaped
+	// it as the spec's payload, and re-encoding would only cost time.
+	var snap json.RawMessage
+	if err := sdk.Call(sysinfoSnapshot, nil, &snap); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: snap}, nil
+}
+
+func main() {}

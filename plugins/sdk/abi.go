@@ -1,0 +1,80 @@
+//go:build wasip1
+
+package sdk
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// pinned keeps host-written buffers alive until lemon_invoke consumes them.
+var pinned = map[uint32][]byte{}
+
+// lastResult keeps the previous result buffer alive until the next call.
+var lastResult []byte
+
+func ptrOf(b []byte) uint32 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint32(uintptr(unsafe.Pointer(&b[0])))
+}
+
+func pack(b []byte) uint64 { return uint64(ptrOf(b))<<32 | uint64(uint32(len(b))) }
+
+//go:wasmexport lemon_abi_version
+func lemonABIVersion() int32 { return ABIVersion }
+
+//go:wasmexport lemon_malloc
+func lemonMalloc(size uint32) uint32 {
+	if size == 0 {
+		size = 1
+	}
+	b := make([]byte, size)
+	p := ptrOf(b)
+	pinned[p] = b
+	return p
+}
+
+//go:wasmexport lemon_describe
+func lemonDescribe() uint64 {
+	lastResult = describe()
+	return pack(lastResult)
+}
+
+//go:wasmexport lemon_invoke
+func lemonInvoke(ptr, size uint32) uint64 {
+	buf, ok := pinned[ptr]
+	delete(pinned, ptr)
+	var in []byte
+	if ok && int(size) <= len(buf) {
+		in = buf[:size]
+	}
+	lastResult = invoke(in)
+	// Let the Go scheduler run the GC and finalizers between calls; a
+	// reactor otherwise never yields (DESIGN §4).
+	runtime.Gosched()
+	return pack(lastResult)
+}
+
+//go:wasmimport lemon result_read
+func resultRead(ptr, size uint32) uint32
+
+// readPending copies the host's pending result of n bytes.
+func readPending(n uint32) []byte {
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	resultRead(ptrOf(b), n)
+	return b
+}
+
+// callImport invokes a host-call import with JSON args.
+func callImport(fn ImportFunc, args []byte) (status uint32, out []byte) {
+	r := fn(ptrOf(args), uint32(len(args)))
+	runtime.KeepAlive(args)
+	status = uint32(r >> 32)
+	out = readPending(uint32(r))
+	return status, out
+}

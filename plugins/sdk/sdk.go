@@ -1,0 +1,196 @@
+// Package sdk is the guest side of the module ABI (docs/ABI.md): what a
+// team writing its own method family imports. A module declares a
+// Manifest, registers one Handler per method with Serve from main's init,
+// and reaches the node only through host calls made with Call.
+//
+//	//go:wasmimport lemon sysinfo.snapshot
+//	func sysinfoSnapshot(ptr, size uint32) uint64
+//
+//	func init() {
+//		sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
+//	}
+//
+//	func hostInfo(req *sdk.Request) (*sdk.Result, error) {
+//		var snap Snapshot
+//		if err := sdk.Call(sysinfoSnapshot, nil, &snap); err != nil {
+//			return nil, err
+//		}
+//		return &sdk.Result{Payload: snap}, nil
+//	}
+//
+// Handlers return *protocol.Error values for failures; any other error
+// becomes INTERNAL_ERROR with a generic message, so raw error text never
+// leaves the module.
+package sdk
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// ABIVersion is the module ABI this package implements.
+const ABIVersion = 1
+
+// ImportFunc is the signature of every host-call import:
+// (argsPtr, argsLen) -> status<<32 | resultLen.
+type ImportFunc func(ptr, size uint32) uint64
+
+// Manifest declares a module (docs/ABI.md "Manifest").
+type Manifest struct {
+	ABI          int          `json:"abi"`
+	Family       string       `json:"family"`
+	Version      string       `json:"version"`
+	Capabilities []string     `json:"capabilities"`
+	HostCalls    []string     `json:"hostcalls"`
+	Methods      []MethodSpec `json:"methods"`
+}
+
+// MethodSpec declares one method a module serves.
+type MethodSpec struct {
+	Name       string              `json:"name"`
+	Version    int                 `json:"version"`
+	Capability string              `json:"capability"`
+	InputBlobs map[string]BlobSpec `json:"inputBlobs,omitempty"`
+}
+
+// BlobSpec declares a request field the host decodes into a blob before
+// the guest runs. Encoding is "base64" (strict standard) or "string";
+// MaxBytes bounds the decoded size.
+type BlobSpec struct {
+	Encoding string `json:"encoding"`
+	MaxBytes int    `json:"maxBytes"`
+}
+
+// Blob is a handle to host-side bytes and their size in bytes.
+type Blob struct {
+	ID   uint32 `json:"id"`
+	Size int    `json:"size"`
+}
+
+// Request is one invocation.
+type Request struct {
+	Method     string               `json:"method"`
+	Params     json.RawMessage      `json:"params"`
+	Blobs      map[string]Blob      `json:"blobs,omitempty"`
+	Invocation hostcalls.Invocation `json:"invocation"`
+	Resume     *Resume              `json:"resume,omitempty"`
+}
+
+// Resume is set when the host re-invokes a method after a Suspend.
+type Resume struct {
+	Handle uint32          `json:"handle"`
+	State  json.RawMessage `json:"state,omitempty"`
+}
+
+// Suspend asks the host to wait for Handle (registered by a host call)
+// without holding this instance, then invoke the method again with Resume.
+type Suspend struct {
+	Handle uint32 `json:"handle"`
+	State  any    `json:"state,omitempty"`
+}
+
+// Result is a handler's success. Blobs maps top-level payload fields to
+// blob ids the host encodes as base64 into the payload.
+type Result struct {
+	Payload any
+	Blobs   map[string]uint32
+	Suspend *Suspend
+}
+
+// Handler serves one method.
+type Handler func(req *Request) (*Result, error)
+
+var (
+	manifest Manifest
+	handlers map[string]Handler
+)
+
+// Serve declares the module. Call it once, from init.
+func Serve(m Manifest, hs map[string]Handler) {
+	m.ABI = ABIVersion
+	manifest = m
+	handlers = hs
+}
+
+// Call makes a host call: args is marshalled to JSON (nil sends {}), the
+// JSON result is decoded into out (which may be nil). A host error comes
+// back as *protocol.Error.
+func Call(fn ImportFunc, args any, out any) error {
+	var in []byte
+	if args == nil {
+		in = []byte("{}")
+	} else {
+		var err error
+		if in, err = json.Marshal(args); err != nil {
+			return fmt.Errorf("sdk: marshal host-call args: %w", err)
+		}
+	}
+	status, res := callImport(fn, in)
+	if status != 0 {
+		var pe protocol.Error
+		if err := json.Unmarshal(res, &pe); err != nil || pe.Code == "" {
+			return protocol.Errorf(protocol.CodeInternal, "host call failed")
+		}
+		return &pe
+	}
+	if out == nil || len(res) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(res, out); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "host call returned malformed data")
+	}
+	return nil
+}
+
+// Decode strictly decodes the request params into v (protocol.DecodeParams).
+func (r *Request) Decode(v any) error {
+	if err := protocol.DecodeParams(r.Params, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+type wireResult struct {
+	OK      bool              `json:"ok"`
+	Payload any               `json:"payload,omitempty"`
+	Blobs   map[string]uint32 `json:"blobs,omitempty"`
+	Error   *protocol.Error   `json:"error,omitempty"`
+	Suspend *Suspend          `json:"suspend,omitempty"`
+}
+
+func describe() []byte {
+	b, _ := json.Marshal(manifest)
+	return b
+}
+
+func invoke(in []byte) []byte {
+	var req Request
+	if err := json.Unmarshal(in, &req); err != nil {
+		return fail(protocol.Errorf(protocol.CodeInvalidRequest, "malformed invocation"))
+	}
+	h, ok := handlers[req.Method]
+	if !ok {
+		return fail(protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this module"))
+	}
+	res, err := h(&req)
+	if err != nil {
+		return fail(protocol.AsError(err))
+	}
+	if res == nil {
+		res = &Result{Payload: struct{}{}}
+	}
+	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, Blobs: res.Blobs, Suspend: res.Suspend}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return fail(protocol.Errorf(protocol.CodeInternal, "module produced an unencodable result"))
+	}
+	return b
+}
+
+func fail(e *protocol.Error) []byte {
+	b, _ := json.Marshal(wireResult{OK: false, Error: e})
+	return b
+}

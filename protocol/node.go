@@ -1,0 +1,162 @@
+package protocol
+
+import "encoding/json"
+
+// Controller methods and events of the node registry, routing and module-set
+// serving (DESIGN §2, §8). Node methods themselves (node.host.info,
+// node.fs.*, ...) are registered by their families through RegisterMethod.
+const (
+	// MethodConnect is the handshake request; it must be a connection's first request.
+	MethodConnect = "connect"
+	// MethodNodeList lists every known node with its online status (scope operator.read).
+	MethodNodeList = "node.list"
+	// MethodNodeDescribe describes one node (scope operator.read).
+	MethodNodeDescribe = "node.describe"
+	// MethodNodeInvoke routes any registered node method that allows it
+	// (scope operator.admin, plus the inner method's scope).
+	MethodNodeInvoke = "node.invoke"
+	// MethodModulesManifest is asked by a node: the controller's pinned module-set manifest.
+	MethodModulesManifest = "node.modules.manifest"
+	// MethodModulesFetch is asked by a node: bytes of one module of the pinned set, by sha256.
+	MethodModulesFetch = "node.modules.fetch"
+)
+
+// Domain codes (error.details.code) used by the controller's routing.
+const (
+	// DomainNodeMethodUnavailable: the node is online but did not advertise the
+	// method at the version the controller requires. Nothing was dispatched.
+	DomainNodeMethodUnavailable = "node_method_unavailable"
+	// DomainNodeDisconnected: the node's connection closed or was replaced
+	// while a call was in flight.
+	DomainNodeDisconnected = "node_disconnected"
+	// DomainGenericInvokeRefused: the method may not be called through node.invoke.
+	DomainGenericInvokeRefused = "generic_invoke_refused"
+	// DomainModuleNotInSet: node.modules.fetch named a digest outside the pinned set.
+	DomainModuleNotInSet = "module_not_in_set"
+	// DomainModuleSetUnavailable: the controller has no pinned module set.
+	DomainModuleSetUnavailable = "module_set_unavailable"
+)
+
+// Node identity kinds reported by node.list / node.describe.
+const (
+	// NodeIdentityToken: the node authenticates with an interim node token
+	// listed in the controller policy (an explicit operator choice).
+	NodeIdentityToken = "token"
+	// NodeIdentityPaired: the node was enrolled through node.pair.* and
+	// authenticates with a session token from connect.challenge.
+	NodeIdentityPaired = "paired"
+)
+
+// NodeListParams are the params of node.list: none.
+type NodeListParams struct{}
+
+// NodeSummary is one entry of node.list. Times are Unix ms; a zero time is omitted.
+type NodeSummary struct {
+	NodeID string `json:"nodeId"`
+	Name   string `json:"name"`
+	// Online is true only while an authenticated live connection serves the node.
+	Online bool `json:"online"`
+	// Identity is NodeIdentityToken or NodeIdentityPaired.
+	Identity      string `json:"identity"`
+	ConnectedAtMs int64  `json:"connectedAtMs,omitempty"`
+	LastSeenAtMs  int64  `json:"lastSeenAtMs,omitempty"`
+}
+
+// NodeListResult is the payload of node.list: nodes sorted by name.
+type NodeListResult struct {
+	Nodes []NodeSummary `json:"nodes"`
+}
+
+// NodeDescribeParams are the params of node.describe.
+type NodeDescribeParams struct {
+	NodeID string `json:"nodeId"`
+}
+
+// NodeDescription is the payload of node.describe. Methods, ModuleSetDigest,
+// MaxPayload, Capabilities and Client are those of the live (or last) connection.
+type NodeDescription struct {
+	NodeSummary
+	// Methods maps method name to the version the node serves.
+	Methods         map[string]int `json:"methods"`
+	ModuleSetDigest string         `json:"moduleSetDigest,omitempty"`
+	// MaxPayload is the largest frame in bytes the node accepts (and the cap of its results).
+	MaxPayload   int            `json:"maxPayload,omitempty"`
+	Capabilities []string       `json:"capabilities,omitempty"`
+	Client       *ConnectClient `json:"client,omitempty"`
+}
+
+// NodeInvokeParams are the params of the generic node.invoke: Args are the
+// params of Method (nodeId is added when absent and must match when present).
+type NodeInvokeParams struct {
+	NodeID string          `json:"nodeId"`
+	Method string          `json:"method"`
+	Args   json.RawMessage `json:"args,omitempty"`
+}
+
+// NodeInvokeResultAck is the controller's payload answering a node's
+// node.invoke.result request.
+type NodeInvokeResultAck struct {
+	Accepted bool `json:"accepted"`
+}
+
+// ModuleSetRef names the controller's pinned module set: Digest is
+// "sha256:" + hex of the manifest bytes.
+type ModuleSetRef struct {
+	Digest string `json:"digest"`
+}
+
+// NodeHelloOK is the hello-ok frame a node receives: the common hello-ok
+// plus the pinned module set (absent when the controller pins none).
+type NodeHelloOK struct {
+	HelloOK
+	ModuleSet *ModuleSetRef `json:"moduleSet,omitempty"`
+}
+
+// ModulesManifestParams are the params of node.modules.manifest: none.
+type ModulesManifestParams struct{}
+
+// ModulesManifestResult is the payload of node.modules.manifest: the
+// manifest JSON exactly as pinned, and its digest.
+type ModulesManifestResult struct {
+	Digest   string          `json:"digest"`
+	Manifest json.RawMessage `json:"manifest"`
+}
+
+// ModulesFetchParams are the params of node.modules.fetch. SHA256 is 64
+// lowercase hex digits; Offset and Length are in decoded bytes; Length 0
+// means "as much as fits the payload cap".
+type ModulesFetchParams struct {
+	SHA256 string `json:"sha256"`
+	Offset int64  `json:"offset,omitempty"`
+	Length int64  `json:"length,omitempty"`
+}
+
+// ModulesFetchResult is the payload of node.modules.fetch: one chunk of
+// the module. Length is the decoded byte count of DataBase64, Size the
+// module's size, EOF true when the chunk reaches the end.
+type ModulesFetchResult struct {
+	SHA256     string `json:"sha256"`
+	Offset     int64  `json:"offset"`
+	Length     int64  `json:"length"`
+	Size       int64  `json:"size"`
+	EOF        bool   `json:"eof"`
+	DataBase64 string `json:"dataBase64"`
+}
+
+// pureReads are the node methods that never change node state; a timeout or
+// a disconnect on one of them is reported retrySafe:true,
+// mutationMayHaveApplied:false. Every other method (including unknown
+// ones) is treated as a possible mutation.
+var pureReads = map[string]bool{
+	"node.host.info":       true,
+	"node.fs.list":         true,
+	"node.fs.stat":         true,
+	"node.fs.read":         true,
+	"node.process.get":     true,
+	"node.secrets.list":    true,
+	"node.secrets.receipt": true,
+}
+
+// PureRead reports whether method is a node method that never mutates
+// state (see pureReads). Conservative: false for anything not listed.
+func PureRead(method string) bool { return pureReads[method] }
