@@ -1,0 +1,249 @@
+package protocol
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Pairing and durable node identity (DESIGN §3, spec "Joining a Named
+// Execution Node").
+//
+// Flow, as a worker runs it on an operator connection (connect with role
+// "operator", the joining host's operator token, scope operator.pairing):
+//
+//  1. node.pair.request {name, nodeType, methods} (a new node), or with
+//     {nodeId, recoveryCredential} (re-pair after session expiry: same ID and
+//     name), or with {nodeId, repair:true} (legacy record without a recovery
+//     credential; operator-approved, rotates the credential). The answer
+//     {pairingId, code, expiresAtMs, requestSecret, status:"pending"} is valid
+//     PairingTTL. The worker shows the code to the operator.
+//  2. An operator runs node.pair.approve {code} (or node.pair.reject).
+//  3. The worker polls node.pair.request {pairingId, requestSecret} (which is
+//     also how a pairing interrupted by a dropped connection resumes). Once
+//     approved the answer carries nodeId and a one-time challenge valid
+//     ChallengeTTL; asking again after the challenge was lost issues a fresh
+//     one (the old one stops working). The controller also pushes event
+//     node.pair.resolved to the requesting connection.
+//  4. connect.challenge {pairingId, challenge} returns a session token valid
+//     SessionTTL (and a recovery credential for a new node or a repair). This
+//     revokes every older session of the node, closes its sockets and
+//     increments the session generation that routing pins.
+//  5. The worker reconnects with role "node" and auth.token = the session
+//     token; node.nodeId in its advertise must equal the token's node.
+//
+// Session tokens, recovery credentials, request secrets and challenges are
+// stored by the controller only as SHA-256 hashes and are never echoed
+// after the response that issues them.
+const (
+	MethodPairRequest      = "node.pair.request"
+	MethodPairApprove      = "node.pair.approve"
+	MethodPairReject       = "node.pair.reject"
+	MethodPairList         = "node.pair.list"
+	MethodConnectChallenge = "connect.challenge"
+	MethodNodeRename       = "node.rename"
+	// EventPairResolved is pushed to the connection that requested a pairing
+	// when an operator approves or rejects it (payload PairResolvedEvent).
+	EventPairResolved = "node.pair.resolved"
+)
+
+// Lifetimes of pairing material.
+const (
+	// PairingTTL is how long a pairing request (and its code) stays valid.
+	PairingTTL = 5 * time.Minute
+	// ChallengeTTL is how long a one-time challenge stays valid.
+	ChallengeTTL = 60 * time.Second
+	// SessionTTL is the lifetime of a node session token.
+	SessionTTL = 7 * 24 * time.Hour
+)
+
+// NodeTypeExecution is the only node type this system serves.
+const NodeTypeExecution = "execution"
+
+// Pairing kinds.
+const (
+	PairKindNew     = "new"     // enrol a new durable node
+	PairKindRecover = "recover" // nodeId + recovery credential: same ID and name
+	PairKindRepair  = "repair"  // nodeId + repair:true, operator-approved; rotates the credential
+)
+
+// Pairing statuses.
+const (
+	PairStatusPending  = "pending"
+	PairStatusApproved = "approved"
+	PairStatusRejected = "rejected"
+)
+
+// Domain codes (error.details.code) of pairing and node sessions.
+const (
+	DomainPairingNotFound      = "pairing_not_found"      // unknown, expired or completed pairing
+	DomainPairingRejected      = "pairing_rejected"       // an operator rejected it
+	DomainPairingNotApproved   = "pairing_not_approved"   // connect.challenge before approval
+	DomainChallengeInvalid     = "challenge_invalid"      // wrong, replayed or expired challenge
+	DomainRecoveryInvalid      = "recovery_invalid"       // wrong recovery credential or unknown nodeId
+	DomainSessionExpired       = "session_expired"        // re-run pairing (with the recovery credential)
+	DomainSessionRevoked       = "session_revoked"        // a newer pairing replaced this session
+	DomainNameTaken            = "name_taken"             // another node holds this name
+	DomainNodeIdentityMismatch = "node_identity_mismatch" // token belongs to another nodeId or name
+	DomainOperatorAuthMissing  = "operator_auth_missing"  // no token given
+	DomainOperatorAuthInvalid  = "operator_auth_invalid"  // token not accepted
+	DomainAuthNotConfigured    = "auth_not_configured"    // controller has no credential of this kind
+)
+
+// PairRequestParams are the params of node.pair.request. Exactly one form:
+//   - new node: Name, NodeType, Methods;
+//   - recovery: NodeID + RecoveryCredential (Name optional, ignored: the
+//     controller keeps the current controller-side name);
+//   - repair: NodeID + Repair:true;
+//   - resume: PairingID + RequestSecret (all other fields ignored).
+//
+// Methods maps method name to version (at most 1024 entries).
+type PairRequestParams struct {
+	Name               string         `json:"name,omitempty"`
+	NodeType           string         `json:"nodeType,omitempty"`
+	Methods            map[string]int `json:"methods,omitempty"`
+	NodeID             string         `json:"nodeId,omitempty"`
+	RecoveryCredential string         `json:"recoveryCredential,omitempty"`
+	Repair             bool           `json:"repair,omitempty"`
+	PairingID          string         `json:"pairingId,omitempty"`
+	RequestSecret      string         `json:"requestSecret,omitempty"`
+}
+
+// PairRequestResult is the payload of node.pair.request. RequestSecret is
+// returned only when the pairing is created; keep it to resume. NodeID,
+// Challenge and ChallengeExpiresAtMs are set once approved. Times are Unix ms.
+type PairRequestResult struct {
+	PairingID            string `json:"pairingId"`
+	Code                 string `json:"code"`
+	ExpiresAtMs          int64  `json:"expiresAtMs"`
+	Status               string `json:"status"`
+	Kind                 string `json:"kind"`
+	RequestSecret        string `json:"requestSecret,omitempty"`
+	NodeID               string `json:"nodeId,omitempty"`
+	Name                 string `json:"name,omitempty"`
+	Challenge            string `json:"challenge,omitempty"`
+	ChallengeExpiresAtMs int64  `json:"challengeExpiresAtMs,omitempty"`
+}
+
+// PairDecisionParams are the params of node.pair.approve and
+// node.pair.reject: exactly one of PairingID and Code.
+type PairDecisionParams struct {
+	PairingID string `json:"pairingId,omitempty"`
+	Code      string `json:"code,omitempty"`
+}
+
+// PairDecisionResult is the payload of node.pair.approve / node.pair.reject.
+type PairDecisionResult struct {
+	PairingID string `json:"pairingId"`
+	Status    string `json:"status"`
+	NodeID    string `json:"nodeId,omitempty"`
+	Name      string `json:"name,omitempty"`
+}
+
+// PairListParams are the params of node.pair.list: none.
+type PairListParams struct{}
+
+// PairingInfo is one entry of node.pair.list (no secret material).
+type PairingInfo struct {
+	PairingID     string         `json:"pairingId"`
+	Code          string         `json:"code"`
+	Kind          string         `json:"kind"`
+	Status        string         `json:"status"`
+	Name          string         `json:"name"`
+	NodeType      string         `json:"nodeType"`
+	NodeID        string         `json:"nodeId,omitempty"`
+	Methods       map[string]int `json:"methods,omitempty"`
+	RequestedAtMs int64          `json:"requestedAtMs"`
+	ExpiresAtMs   int64          `json:"expiresAtMs"`
+}
+
+// PairListResult is the payload of node.pair.list, oldest first.
+type PairListResult struct {
+	Pairings []PairingInfo `json:"pairings"`
+}
+
+// ConnectChallengeParams are the params of connect.challenge.
+type ConnectChallengeParams struct {
+	PairingID string `json:"pairingId"`
+	Challenge string `json:"challenge"`
+}
+
+// ConnectChallengeResult is the payload of connect.challenge. SessionToken
+// is valid until ExpiresAtMs (Unix ms, SessionTTL). RecoveryCredential is
+// set for a new node and for a repair (rotated); keep it with the token.
+type ConnectChallengeResult struct {
+	NodeID             string `json:"nodeId"`
+	Name               string `json:"name"`
+	SessionToken       string `json:"sessionToken"`
+	ExpiresAtMs        int64  `json:"expiresAtMs"`
+	SessionGeneration  uint64 `json:"sessionGeneration"`
+	RecoveryCredential string `json:"recoveryCredential,omitempty"`
+}
+
+// NodeRenameParams are the params of node.rename (scope operator.write).
+type NodeRenameParams struct {
+	NodeID string `json:"nodeId"`
+	Name   string `json:"name"`
+}
+
+// NodeRenameResult is the payload of node.rename.
+type NodeRenameResult struct {
+	NodeID string `json:"nodeId"`
+	Name   string `json:"name"`
+}
+
+// PairResolvedEvent is the payload of event node.pair.resolved.
+type PairResolvedEvent struct {
+	PairingID string `json:"pairingId"`
+	Status    string `json:"status"`
+	NodeID    string `json:"nodeId,omitempty"`
+}
+
+// MaxNodeNameBytes bounds a node name after trimming.
+const MaxNodeNameBytes = 128
+
+// MaxAdvertisedMethods bounds the methods map a node advertises.
+const MaxAdvertisedMethods = 1024
+
+// NormalizeNodeName trims surrounding whitespace and checks a node name:
+// 1..MaxNodeNameBytes bytes of UTF-8 without control characters. The error
+// names the field, never the value.
+func NormalizeNodeName(field, name string) (string, *Error) {
+	n := strings.TrimSpace(name)
+	if n == "" {
+		return "", InvalidParams(field, field+" is required")
+	}
+	if len(n) > MaxNodeNameBytes || !utf8.ValidString(n) {
+		return "", InvalidParams(field, field+" is too long or not UTF-8")
+	}
+	for _, r := range n {
+		if unicode.IsControl(r) {
+			return "", InvalidParams(field, field+" contains control characters")
+		}
+	}
+	return n, nil
+}
+
+// ValidateAdvertisedMethods checks a methods map: at most
+// MaxAdvertisedMethods entries, names 1..128 bytes of printable ASCII,
+// versions >= 1.
+func ValidateAdvertisedMethods(field string, m map[string]int) *Error {
+	if len(m) > MaxAdvertisedMethods {
+		return InvalidParams(field, field+" has too many entries")
+	}
+	for name, v := range m {
+		if name == "" || len(name) > 128 {
+			return InvalidParams(field, field+" has a malformed method name")
+		}
+		for i := 0; i < len(name); i++ {
+			if name[i] <= 0x20 || name[i] >= 0x7f {
+				return InvalidParams(field, field+" has a malformed method name")
+			}
+		}
+		if v < 1 {
+			return InvalidParams(field, field+" has a version below 1")
+		}
+	}
+	return nil
+}
