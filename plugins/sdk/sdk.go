@@ -27,69 +27,42 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"lemon/hostcalls"
+	"lemon/host/abi"
 	"lemon/protocol"
 )
 
 // ABIVersion is the module ABI this package implements.
-const ABIVersion = 1
+const ABIVersion = abi.Version
 
 // ImportFunc is the signature of every host-call import:
 // (argsPtr, argsLen) -> status<<32 | resultLen.
 type ImportFunc func(ptr, size uint32) uint64
 
 // Manifest declares a module (docs/ABI.md "Manifest").
-type Manifest struct {
-	ABI          int          `json:"abi"`
-	Family       string       `json:"family"`
-	Version      string       `json:"version"`
-	Capabilities []string     `json:"capabilities"`
-	HostCalls    []string     `json:"hostcalls"`
-	Methods      []MethodSpec `json:"methods"`
-}
+type Manifest = abi.Manifest
 
 // MethodSpec declares one method a module serves.
-type MethodSpec struct {
-	Name       string              `json:"name"`
-	Version    int                 `json:"version"`
-	Capability string              `json:"capability"`
-	InputBlobs map[string]BlobSpec `json:"inputBlobs,omitempty"`
-}
+type MethodSpec = abi.MethodSpec
 
 // BlobSpec declares a request field the host decodes into a blob before
-// the guest runs. Encoding is "base64" (strict standard) or "string";
-// MaxBytes bounds the decoded size.
-type BlobSpec struct {
-	Encoding string `json:"encoding"`
-	MaxBytes int    `json:"maxBytes"`
-}
+// the guest runs.
+type BlobSpec = abi.BlobSpec
 
 // Blob is a handle to host-side bytes and their size in bytes.
-type Blob struct {
-	ID   uint32 `json:"id"`
-	Size int    `json:"size"`
-}
-
-// Request is one invocation.
-type Request struct {
-	Method     string               `json:"method"`
-	Params     json.RawMessage      `json:"params"`
-	Blobs      map[string]Blob      `json:"blobs,omitempty"`
-	Invocation hostcalls.Invocation `json:"invocation"`
-	Resume     *Resume              `json:"resume,omitempty"`
-}
+type Blob = abi.Blob
 
 // Resume is set when the host re-invokes a method after a Suspend.
-type Resume struct {
-	Handle uint32          `json:"handle"`
-	State  json.RawMessage `json:"state,omitempty"`
-}
+type Resume = abi.Resume
+
+// Request is one invocation.
+type Request abi.Input
 
 // Suspend asks the host to wait for Handle (registered by a host call)
 // without holding this instance, then invoke the method again with Resume.
+// State comes back in Resume.State.
 type Suspend struct {
-	Handle uint32 `json:"handle"`
-	State  any    `json:"state,omitempty"`
+	Handle uint32
+	State  any
 }
 
 // Result is a handler's success. Blobs maps top-level payload fields to
@@ -110,7 +83,7 @@ var (
 
 // Serve declares the module. Call it once, from init.
 func Serve(m Manifest, hs map[string]Handler) {
-	m.ABI = ABIVersion
+	m.ABI = abi.Version
 	manifest = m
 	handlers = hs
 }
@@ -153,12 +126,17 @@ func (r *Request) Decode(v any) error {
 	return nil
 }
 
+type wireSuspend struct {
+	Handle uint32 `json:"handle"`
+	State  any    `json:"state,omitempty"`
+}
+
 type wireResult struct {
 	OK      bool              `json:"ok"`
 	Payload any               `json:"payload,omitempty"`
 	Blobs   map[string]uint32 `json:"blobs,omitempty"`
 	Error   *protocol.Error   `json:"error,omitempty"`
-	Suspend *Suspend          `json:"suspend,omitempty"`
+	Suspend *wireSuspend      `json:"suspend,omitempty"`
 }
 
 func describe() []byte {
@@ -182,7 +160,11 @@ func invoke(in []byte) []byte {
 	if res == nil {
 		res = &Result{Payload: struct{}{}}
 	}
-	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, Blobs: res.Blobs, Suspend: res.Suspend}
+	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, Blobs: res.Blobs}
+	if res.Suspend != nil {
+		w.Payload, w.Blobs = nil, nil
+		w.Suspend = &wireSuspend{Handle: res.Suspend.Handle, State: res.Suspend.State}
+	}
 	b, err := json.Marshal(w)
 	if err != nil {
 		return fail(protocol.Errorf(protocol.CodeInternal, "module produced an unencodable result"))

@@ -1,0 +1,76 @@
+// Package abi holds the JSON shapes of the module ABI (docs/ABI.md) shared
+// by the host and the guest SDK. It depends on the standard library and
+// lemon/protocol only, so it compiles for wasip1 too.
+package abi
+
+import (
+	"encoding/json"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// Version is the ABI version this package describes.
+const Version = 1
+
+// Manifest is what lemon_describe returns.
+type Manifest struct {
+	ABI          int          `json:"abi"`
+	Family       string       `json:"family"`
+	Version      string       `json:"version"`
+	Capabilities []string     `json:"capabilities"`
+	HostCalls    []string     `json:"hostcalls"`
+	Methods      []MethodSpec `json:"methods"`
+}
+
+// MethodSpec declares one method a module serves, the capability it
+// needs, and the request fields the host turns into blobs.
+type MethodSpec struct {
+	Name       string              `json:"name"`
+	Version    int                 `json:"version"`
+	Capability string              `json:"capability"`
+	InputBlobs map[string]BlobSpec `json:"inputBlobs,omitempty"`
+}
+
+// BlobSpec: Encoding "base64" (strict standard base64) or "string" (the
+// JSON string's UTF-8 bytes); MaxBytes bounds the decoded size in bytes.
+type BlobSpec struct {
+	Encoding string `json:"encoding"`
+	MaxBytes int    `json:"maxBytes"`
+}
+
+// Blob is a handle to host-side bytes and their size in bytes.
+type Blob struct {
+	ID   uint32 `json:"id"`
+	Size int    `json:"size"`
+}
+
+// Resume is set when the host re-invokes a suspended method.
+type Resume struct {
+	Handle uint32          `json:"handle"`
+	State  json.RawMessage `json:"state,omitempty"`
+}
+
+// Input is the JSON passed to lemon_invoke.
+type Input struct {
+	Method     string               `json:"method"`
+	Params     json.RawMessage      `json:"params"`
+	Blobs      map[string]Blob      `json:"blobs,omitempty"`
+	Invocation hostcalls.Invocation `json:"invocation"`
+	Resume     *Resume              `json:"resume,omitempty"`
+}
+
+// Suspend asks the host to wait on Handle without holding the instance.
+type Suspend struct {
+	Handle uint32          `json:"handle"`
+	State  json.RawMessage `json:"state,omitempty"`
+}
+
+// Output is the JSON lemon_invoke returns.
+type Output struct {
+	OK      bool              `json:"ok"`
+	Payload json.RawMessage   `json:"payload,omitempty"`
+	Blobs   map[string]uint32 `json:"blobs,omitempty"`
+	Error   *protocol.Error   `json:"error,omitempty"`
+	Suspend *Suspend          `json:"suspend,omitempty"`
+}

@@ -1,0 +1,197 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// RateRule is one token bucket: PerSecond tokens a second up to Burst.
+// Module "" matches every module; HostCall "" matches every host call of
+// the matched modules. Every (rule, module) pair gets its own bucket.
+type RateRule struct {
+	Module    string
+	HostCall  string
+	PerSecond float64
+	Burst     int
+}
+
+// Gate is the single checkpoint every host call passes (DESIGN §5): the
+// capability check, the rate limit, the call under the request deadline,
+// then telemetry (counters, latency and a content-free audit event).
+type Gate struct {
+	ceiling map[string]bool
+	rules   []RateRule
+	logger  *slog.Logger
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+
+	calls   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg prometheus.Registerer) *Gate {
+	g := &Gate{
+		ceiling:  map[string]bool{},
+		rules:    rules,
+		logger:   logger,
+		limiters: map[string]*rate.Limiter{},
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lemon_hostcall_total",
+			Help: "Host calls by module, host call and outcome.",
+		}, []string{"module", "hostcall", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lemon_hostcall_duration_seconds",
+			Help:    "Host-call latency by module and host call.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}, []string{"module", "hostcall"}),
+	}
+	for _, c := range ceiling {
+		g.ceiling[c] = true
+	}
+	reg.MustRegister(g.calls, g.latency)
+	return g
+}
+
+// effectiveCaps is module-declared ∩ node ceiling ∩ the request's
+// execution context (when it names capabilities).
+func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts bool) map[string]bool {
+	allowed := map[string]bool{}
+	var fromCtx map[string]bool
+	if ctxRestricts {
+		fromCtx = map[string]bool{}
+		for _, c := range ctxCaps {
+			fromCtx[c] = true
+		}
+	}
+	for _, c := range declared {
+		if g.ceiling[c] && (fromCtx == nil || fromCtx[c]) {
+			allowed[c] = true
+		}
+	}
+	return allowed
+}
+
+func (g *Gate) limiter(module, hostcall string) *rate.Limiter {
+	for i, r := range g.rules {
+		if (r.Module == "" || r.Module == module) && (r.HostCall == "" || r.HostCall == hostcall) {
+			key := strconv.Itoa(i) + "|" + module
+			g.mu.Lock()
+			l, ok := g.limiters[key]
+			if !ok {
+				burst := r.Burst
+				if burst < 1 {
+					burst = 1
+				}
+				l = rate.NewLimiter(rate.Limit(r.PerSecond), burst)
+				g.limiters[key] = l
+			}
+			g.mu.Unlock()
+			return l
+		}
+	}
+	return nil
+}
+
+var errForbiddenCap = protocol.DomainError(protocol.CodeForbidden, protocol.DomainCapabilityDenied,
+	"the node's capabilities do not allow this operation")
+
+// admitMethod is the gate's method-level capability check, done before a
+// module runs.
+func (g *Gate) admitMethod(inv *invocation, capability string) *protocol.Error {
+	if !inv.caps[capability] {
+		g.audit(inv, "", "capability_denied")
+		return errForbiddenCap
+	}
+	return nil
+}
+
+// call passes one host call through the gate.
+func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall, args []byte) ([]byte, *protocol.Error) {
+	module := inv.mod.family
+	if !inv.caps[hc.Capability] {
+		g.record(inv, hc.Name, "capability_denied", 0)
+		return nil, errForbiddenCap
+	}
+	if l := g.limiter(module, hc.Name); l != nil && !l.Allow() {
+		g.record(inv, hc.Name, "rate_limited", 0)
+		return nil, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,
+			"host-call rate limit reached; nothing was done").WithRetry(true, false)
+	}
+	if err := ctx.Err(); err != nil {
+		g.record(inv, hc.Name, "timeout", 0)
+		return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed before the host call")
+	}
+	start := time.Now()
+	out, err := hc.Func(ctx, inv, args)
+	elapsed := time.Since(start)
+	if err != nil {
+		pe := protocol.AsError(err)
+		g.record(inv, hc.Name, outcomeOf(pe), elapsed)
+		return nil, pe
+	}
+	g.record(inv, hc.Name, "ok", elapsed)
+	if out == nil {
+		out = []byte("{}")
+	}
+	return out, nil
+}
+
+// outcomeOf is a bounded, content-free classification of an error.
+func outcomeOf(e *protocol.Error) string {
+	if d := e.DomainCode(); d != "" {
+		return d
+	}
+	return strings.ToLower(e.Code)
+}
+
+func (g *Gate) record(inv *invocation, hostcall, outcome string, d time.Duration) {
+	g.calls.WithLabelValues(inv.mod.family, hostcall, outcome).Inc()
+	if d > 0 {
+		g.latency.WithLabelValues(inv.mod.family, hostcall).Observe(d.Seconds())
+	}
+	g.audit(inv, hostcall, outcome)
+}
+
+// audit emits the content-free host-I/O event: method, host call, safe
+// outcome and count 1. No path, byte, argv, secret name or value.
+func (g *Gate) audit(inv *invocation, hostcall, outcome string) {
+	if g.logger == nil {
+		return
+	}
+	g.logger.LogAttrs(context.Background(), slog.LevelInfo, "execution_node.host_io",
+		slog.String("method", inv.method),
+		slog.String("module", inv.mod.family),
+		slog.String("hostcall", hostcall),
+		slog.String("outcome", outcome),
+		slog.Int("count", 1))
+}
+
+// contextCaps reads the capability list of an execution context, if it
+// names one. A malformed context is refused by the caller.
+func contextCaps(ec json.RawMessage) (caps []string, restricts bool, err error) {
+	if len(ec) == 0 || string(ec) == "null" {
+		return nil, false, nil
+	}
+	var c struct {
+		Capabilities *[]string `json:"capabilities"`
+	}
+	if err := json.Unmarshal(ec, &c); err != nil {
+		return nil, false, err
+	}
+	if c.Capabilities == nil {
+		return nil, false, nil
+	}
+	return *c.Capabilities, true, nil
+}

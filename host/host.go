@@ -1,0 +1,390 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"lemon/host/moduleset"
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// Config configures a Host. Zero values take the defaults named.
+type Config struct {
+	// CacheDir holds wazero's compilation cache so a restart does not
+	// recompile; "" compiles in memory only.
+	CacheDir string
+	// MemoryLimitPages caps each instance's memory in 64 KiB pages
+	// (default 4096 = 256 MiB).
+	MemoryLimitPages uint32
+	// PoolSize is the most live instances per module (default 4).
+	PoolSize int
+	// RecycleAfterCalls closes an instance after this many invocations
+	// (default 1000).
+	RecycleAfterCalls int
+	// RecycleAfterPages closes an instance once its memory has grown past
+	// this many pages (default 1024 = 64 MiB); wasm memory never shrinks.
+	RecycleAfterPages uint32
+	// Ceiling is the node's capability ceiling (hostcalls.Cap*).
+	Ceiling []string
+	// RateRules are the gate's token buckets.
+	RateRules []RateRule
+	// Tables are the host-call families offered to modules.
+	Tables []hostcalls.Table
+	// Logger receives audit events; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the gate's metrics; nil uses a private registry.
+	Registry prometheus.Registerer
+}
+
+// Host runs modules. It is safe for concurrent use.
+type Host struct {
+	cfg      Config
+	runtime  wazero.Runtime
+	cache    wazero.CompilationCache
+	gate     *Gate
+	hostcall map[string]*hostcalls.HostCall
+
+	mu      sync.RWMutex
+	modules map[string]*Module // by family
+	methods map[string]*Module // by method name
+}
+
+// New creates the runtime and registers the host calls of cfg.Tables as
+// module "lemon". Close releases it.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if cfg.MemoryLimitPages == 0 {
+		cfg.MemoryLimitPages = 4096
+	}
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 4
+	}
+	if cfg.RecycleAfterCalls <= 0 {
+		cfg.RecycleAfterCalls = 1000
+	}
+	if cfg.RecycleAfterPages == 0 {
+		cfg.RecycleAfterPages = 1024
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(cfg.MemoryLimitPages).
+		WithCloseOnContextDone(true)
+	h := &Host{cfg: cfg, hostcall: map[string]*hostcalls.HostCall{},
+		modules: map[string]*Module{}, methods: map[string]*Module{}}
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache: %w", err)
+		}
+		h.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	h.runtime = wazero.NewRuntimeWithConfig(ctx, rc)
+	h.gate = newGate(cfg.Ceiling, cfg.RateRules, cfg.Logger, cfg.Registry)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.runtime); err != nil {
+		h.Close(ctx)
+		return nil, fmt.Errorf("host: wasi: %w", err)
+	}
+	if err := h.registerHostCalls(ctx); err != nil {
+		h.Close(ctx)
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close closes every instance and the runtime.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	for _, m := range h.modules {
+		m.pool.close(ctx)
+	}
+	h.mu.Unlock()
+	err := h.runtime.Close(ctx)
+	if h.cache != nil {
+		h.cache.Close(ctx)
+	}
+	return err
+}
+
+// HostCalls lists the registered host calls, sorted by name.
+func (h *Host) HostCalls() []hostcalls.HostCall {
+	out := make([]hostcalls.HostCall, 0, len(h.hostcall))
+	for _, hc := range h.hostcall {
+		out = append(out, *hc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// maxHostCallArgs bounds the JSON args a module may pass to one host call.
+const maxHostCallArgs = 1 << 20
+
+const (
+	statusOK    = 0
+	statusError = 1
+)
+
+func (h *Host) registerHostCalls(ctx context.Context) error {
+	b := h.runtime.NewHostModuleBuilder("lemon")
+	i32 := api.ValueTypeI32
+	b.NewFunctionBuilder().WithName("result_read").WithParameterNames("ptr", "len").
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			inv := invocationFrom(ctx)
+			ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+			if inv == nil {
+				stack[0] = 0
+				return
+			}
+			p := inv.takePending()
+			if uint32(len(p)) < n {
+				n = uint32(len(p))
+			}
+			if !m.Memory().Write(ptr, p[:n]) {
+				n = 0
+			}
+			stack[0] = api.EncodeU32(n)
+		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("result_read")
+
+	for _, t := range h.cfg.Tables {
+		for i := range t {
+			hc := t[i]
+			if hc.Name == "" || hc.Func == nil || hc.Capability == "" {
+				return fmt.Errorf("host: host call %q is incompletely declared", hc.Name)
+			}
+			if _, dup := h.hostcall[hc.Name]; dup || hc.Name == "result_read" {
+				return fmt.Errorf("host: host call %q declared twice", hc.Name)
+			}
+			h.hostcall[hc.Name] = &hc
+			b.NewFunctionBuilder().WithName(hc.Name).WithParameterNames("args_ptr", "args_len").
+				WithGoModuleFunction(h.hostFunc(&hc), []api.ValueType{i32, i32}, []api.ValueType{api.ValueTypeI64}).
+				Export(hc.Name)
+		}
+	}
+	_, err := b.Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: host module: %w", err)
+	}
+	return nil
+}
+
+// hostFunc adapts a table entry to the ABI: read args from guest memory,
+// pass the gate, leave the result pending for result_read.
+func (h *Host) hostFunc(hc *hostcalls.HostCall) api.GoModuleFunc {
+	return func(ctx context.Context, m api.Module, stack []uint64) {
+		inv := invocationFrom(ctx)
+		if inv == nil {
+			stack[0] = 0
+			return
+		}
+		ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+		var out []byte
+		var perr *protocol.Error
+		if n > maxHostCallArgs {
+			perr = protocol.Errorf(protocol.CodeInvalidParams, "host-call arguments too large")
+		} else if args, ok := m.Memory().Read(ptr, n); !ok {
+			perr = protocol.Errorf(protocol.CodeInvalidRequest, "host-call arguments out of bounds")
+		} else {
+			// Copy: guest memory may move if the host call grows it.
+			out, perr = h.gate.call(ctx, inv, hc, append([]byte(nil), args...))
+		}
+		status := uint64(statusOK)
+		if perr != nil {
+			status = statusError
+			out, _ = json.Marshal(perr)
+		}
+		inv.setPending(out)
+		stack[0] = status<<32 | uint64(uint32(len(out)))
+	}
+}
+
+// ErrModuleRejected wraps every reason a module is refused at load.
+var ErrModuleRejected = errors.New("module rejected")
+
+func rejected(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrModuleRejected, fmt.Sprintf(format, args...))
+}
+
+// LoadSet verifies and loads every module of a pinned set (bytes keyed by
+// family, as moduleset.Load returns them).
+func (h *Host) LoadSet(ctx context.Context, m moduleset.Manifest, bytesByFamily map[string][]byte) error {
+	for _, mod := range m.Modules {
+		if _, err := h.Load(ctx, mod, bytesByFamily[mod.Family]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load verifies wasm against its pinned digest before compiling, checks
+// its imports against its manifest and the host's tables, and makes its
+// methods available.
+func (h *Host) Load(ctx context.Context, pin moduleset.Module, wasm []byte) (*Module, error) {
+	if err := pin.Verify(wasm); err != nil {
+		return nil, rejected("%s: %v", pin.Family, err)
+	}
+	mod, err := h.compile(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	if mod.family != pin.Family {
+		mod.pool.close(ctx)
+		return nil, rejected("module declares family %q but is pinned as %q", mod.family, pin.Family)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.modules[mod.family]; dup {
+		mod.pool.close(ctx)
+		return nil, rejected("family %q loaded twice", mod.family)
+	}
+	for _, ms := range mod.manifest.Methods {
+		if _, dup := h.methods[ms.Name]; dup {
+			mod.pool.close(ctx)
+			return nil, rejected("method %q served by two modules", ms.Name)
+		}
+	}
+	mod.sha256 = pin.SHA256
+	h.modules[mod.family] = mod
+	for _, ms := range mod.manifest.Methods {
+		h.methods[ms.Name] = mod
+	}
+	return mod, nil
+}
+
+// Inspect compiles wasm and returns its manifest without loading it (for
+// build.sh and `lemon plugin inspect`).
+func (h *Host) Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
+	mod, err := h.compile(ctx, wasm)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer mod.pool.close(ctx)
+	return mod.manifest, nil
+}
+
+func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
+	compiled, err := h.runtime.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, rejected("compile: %v", err)
+	}
+	mod := &Module{host: h, compiled: compiled}
+	mod.pool = newPool(mod, h.cfg.PoolSize)
+	inst, err := mod.pool.instantiate(ctx)
+	if err != nil {
+		compiled.Close(ctx)
+		return nil, rejected("instantiate: %v", err)
+	}
+	man, err := describe(ctx, inst)
+	if err != nil {
+		inst.close(ctx)
+		compiled.Close(ctx)
+		return nil, rejected("describe: %v", err)
+	}
+	mod.manifest = man
+	mod.family = man.Family
+	if err := h.checkManifest(compiled, man); err != nil {
+		inst.close(ctx)
+		compiled.Close(ctx)
+		return nil, err
+	}
+	mod.methodSpecs = map[string]MethodSpec{}
+	for _, ms := range man.Methods {
+		mod.methodSpecs[ms.Name] = ms
+	}
+	mod.pool.addIdle(inst)
+	return mod, nil
+}
+
+// checkManifest enforces: ABI 1; every import from "lemon" is declared;
+// every declared host call exists and needs a declared capability; every
+// method needs a declared capability; blob specs are sane.
+func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error {
+	if man.ABI != 1 {
+		return rejected("unsupported ABI %d", man.ABI)
+	}
+	if man.Family == "" || man.Version == "" {
+		return rejected("manifest lacks family or version")
+	}
+	caps := map[string]bool{}
+	for _, c := range man.Capabilities {
+		caps[c] = true
+	}
+	declared := map[string]bool{"result_read": true}
+	for _, name := range man.HostCalls {
+		hc, ok := h.hostcall[name]
+		if !ok {
+			return rejected("module %s declares unknown host call %q", man.Family, name)
+		}
+		if !caps[hc.Capability] {
+			return rejected("module %s uses host call %q without declaring capability %q", man.Family, name, hc.Capability)
+		}
+		declared[name] = true
+	}
+	for _, def := range compiled.ImportedFunctions() {
+		modName, name, _ := def.Import()
+		if modName == "lemon" && !declared[name] {
+			return rejected("module %s imports undeclared host call %q", man.Family, name)
+		}
+		if modName != "lemon" && modName != wasi_snapshot_preview1.ModuleName {
+			return rejected("module %s imports from unknown module %q", man.Family, modName)
+		}
+	}
+	if len(man.Methods) == 0 {
+		return rejected("module %s serves no methods", man.Family)
+	}
+	for _, ms := range man.Methods {
+		if ms.Name == "" || ms.Version < 1 || !caps[ms.Capability] {
+			return rejected("module %s: method %q needs a name, a version and a declared capability", man.Family, ms.Name)
+		}
+		for field, bs := range ms.InputBlobs {
+			if (bs.Encoding != "base64" && bs.Encoding != "string") || bs.MaxBytes <= 0 || field == "" {
+				return rejected("module %s: method %s: bad input blob %q", man.Family, ms.Name, field)
+			}
+		}
+	}
+	return nil
+}
+
+// Methods returns every served method and its version (worker.Dispatcher).
+func (h *Host) Methods() map[string]int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make(map[string]int, len(h.methods))
+	for name, m := range h.methods {
+		out[name] = m.methodSpecs[name].Version
+	}
+	return out
+}
+
+// Module returns a loaded module by family.
+func (h *Host) Module(family string) (*Module, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	m, ok := h.modules[family]
+	return m, ok
+}
+
+func moduleConfig() wazero.ModuleConfig {
+	return wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(io.Discard).
+		WithStderr(io.Discard)
+}

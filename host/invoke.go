@@ -1,0 +1,280 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/tetratelabs/wazero/sys"
+
+	"lemon/host/abi"
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// MaxSuspensions bounds how often one request may suspend.
+const MaxSuspensions = 16
+
+// invocation is the host-side state of one request: blobs, awaitables and
+// the pending host-call result. It implements hostcalls.Call.
+type invocation struct {
+	mod    *Module
+	method string
+	info   hostcalls.Invocation
+	caps   map[string]bool
+
+	mu       sync.Mutex
+	blobs    map[uint32][]byte
+	nextBlob uint32
+	awaits   map[uint32]<-chan struct{}
+	nextWait uint32
+	pending  []byte
+}
+
+var _ hostcalls.Call = (*invocation)(nil)
+
+type invocationKey struct{}
+
+func invocationFrom(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invocationKey{}).(*invocation)
+	return inv
+}
+
+func (inv *invocation) Module() string                   { return inv.mod.family }
+func (inv *invocation) Method() string                   { return inv.method }
+func (inv *invocation) Invocation() hostcalls.Invocation { return inv.info }
+
+func (inv *invocation) Blob(id uint32) ([]byte, bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	b, ok := inv.blobs[id]
+	return b, ok
+}
+
+func (inv *invocation) PutBlob(b []byte) uint32 {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.nextBlob++
+	inv.blobs[inv.nextBlob] = b
+	return inv.nextBlob
+}
+
+func (inv *invocation) Await(done <-chan struct{}) uint32 {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.nextWait++
+	inv.awaits[inv.nextWait] = done
+	return inv.nextWait
+}
+
+func (inv *invocation) setPending(b []byte) {
+	inv.mu.Lock()
+	inv.pending = b
+	inv.mu.Unlock()
+}
+
+func (inv *invocation) takePending() []byte {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	p := inv.pending
+	inv.pending = nil
+	return p
+}
+
+// Invoke runs one node method (worker.Dispatcher). ctx carries the broker
+// deadline; its cancellation (node.invoke.cancel, disconnect) stops the
+// module. Errors are protocol errors with safe messages.
+func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.RawMessage, *protocol.Error) {
+	h.mu.RLock()
+	mod, ok := h.methods[req.Method]
+	h.mu.RUnlock()
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
+	}
+	spec := mod.methodSpecs[req.Method]
+	ctxCaps, restricts, err := contextCaps(req.ExecutionContext)
+	if err != nil {
+		return nil, protocol.InvalidParams("executionContext", "execution context is malformed")
+	}
+	inv := &invocation{
+		mod: mod, method: req.Method,
+		info: hostcalls.Invocation{InvokeID: req.InvokeID, NodeID: req.NodeID,
+			SessionGeneration: req.SessionGeneration, ExecutionContext: req.ExecutionContext},
+		caps:   h.gate.effectiveCaps(mod.manifest.Capabilities, ctxCaps, restricts),
+		blobs:  map[uint32][]byte{},
+		awaits: map[uint32]<-chan struct{}{},
+	}
+	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
+		return nil, perr
+	}
+	params, blobs, perr := inv.decodeInputBlobs(req.Args, spec.InputBlobs)
+	if perr != nil {
+		return nil, perr
+	}
+	in := abi.Input{Method: req.Method, Params: params, Blobs: blobs, Invocation: inv.info}
+	ctx = context.WithValue(ctx, invocationKey{}, inv)
+	for suspensions := 0; ; suspensions++ {
+		out, perr := h.runOnce(ctx, mod, &in)
+		if perr != nil {
+			return nil, perr
+		}
+		if out.Suspend == nil {
+			if !out.OK {
+				if out.Error == nil || out.Error.Code == "" {
+					return nil, protocol.Errorf(protocol.CodeInternal, "module failed without an error")
+				}
+				return nil, out.Error
+			}
+			return inv.encodeOutputBlobs(out.Payload, out.Blobs)
+		}
+		if suspensions >= MaxSuspensions {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module suspended too often")
+		}
+		inv.mu.Lock()
+		done, ok := inv.awaits[out.Suspend.Handle]
+		delete(inv.awaits, out.Suspend.Handle)
+		inv.mu.Unlock()
+		if !ok {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module suspended on an unknown handle")
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			// The module gets one more run to record the outcome (e.g.
+			// a process receipt) under a short grace context.
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), graceAfterDeadline)
+			in.Resume = &abi.Resume{Handle: out.Suspend.Handle, State: out.Suspend.State}
+			<-done
+			out2, perr := h.runOnce(gctx, mod, &in)
+			cancel()
+			if perr == nil && out2.Suspend == nil && out2.OK {
+				return inv.encodeOutputBlobs(out2.Payload, out2.Blobs)
+			}
+			if perr == nil && out2.Suspend == nil && out2.Error != nil {
+				return nil, out2.Error
+			}
+			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed")
+		}
+		in.Resume = &abi.Resume{Handle: out.Suspend.Handle, State: out.Suspend.State}
+	}
+}
+
+// graceAfterDeadline is how long a resumed module may run after the
+// request deadline to record an outcome.
+const graceAfterDeadline = 5e9
+
+// runOnce runs the module once on a pooled instance.
+func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Output, *protocol.Error) {
+	input, err := json.Marshal(in)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "invocation could not be encoded")
+	}
+	inst, err := mod.pool.get(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed while waiting for a module instance")
+		}
+		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module could not be started")
+	}
+	raw, err := inst.call(ctx, input)
+	if err != nil {
+		mod.pool.drop(ctx, inst)
+		if ctx.Err() != nil {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed")
+		}
+		var exit *sys.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed")
+		}
+		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module trapped")
+	}
+	mod.pool.put(ctx, inst)
+	var out abi.Output
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "module returned a malformed result")
+	}
+	return &out, nil
+}
+
+// decodeInputBlobs moves the declared blob fields out of params into
+// host-side blobs, enforcing each field's encoding and byte limit.
+func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]abi.BlobSpec) (json.RawMessage, map[string]abi.Blob, *protocol.Error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if len(specs) == 0 {
+		return args, nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return nil, nil, protocol.InvalidParams("", "params must be a JSON object")
+	}
+	blobs := map[string]abi.Blob{}
+	for field, spec := range specs {
+		raw, ok := obj[field]
+		if !ok {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, nil, protocol.InvalidParams(field, field+" must be a string")
+		}
+		var b []byte
+		switch spec.Encoding {
+		case "base64":
+			if base64.StdEncoding.DecodedLen(len(s)) > spec.MaxBytes+2 {
+				return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
+			}
+			var err error
+			if b, err = base64.StdEncoding.Strict().DecodeString(s); err != nil {
+				return nil, nil, protocol.InvalidParams(field, field+" is not valid standard base64")
+			}
+		default:
+			b = []byte(s)
+		}
+		if len(b) > spec.MaxBytes {
+			return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
+		}
+		blobs[field] = abi.Blob{ID: inv.PutBlob(b), Size: len(b)}
+		delete(obj, field)
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, nil, protocol.InvalidParams("", "params could not be re-encoded")
+	}
+	return out, blobs, nil
+}
+
+// encodeOutputBlobs sets each named top-level payload field to the
+// standard base64 of its blob.
+func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[string]uint32) (json.RawMessage, *protocol.Error) {
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	if len(blobs) == 0 {
+		return payload, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &obj); err != nil || obj == nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "module returned blobs with a non-object payload")
+	}
+	for field, id := range blobs {
+		b, ok := inv.Blob(id)
+		if !ok {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module referenced an unknown blob")
+		}
+		enc := make([]byte, base64.StdEncoding.EncodedLen(len(b))+2)
+		enc[0] = '"'
+		base64.StdEncoding.Encode(enc[1:], b)
+		enc[len(enc)-1] = '"'
+		obj[field] = enc
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "payload could not be encoded")
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"lemon/host/abi"
+)
+
+// Manifest and MethodSpec are the ABI's declarations (docs/ABI.md).
+type (
+	Manifest   = abi.Manifest
+	MethodSpec = abi.MethodSpec
+)
+
+// Module is one loaded family: its compiled code, manifest and pool.
+type Module struct {
+	host        *Host
+	compiled    wazero.CompiledModule
+	manifest    Manifest
+	family      string
+	sha256      string
+	methodSpecs map[string]MethodSpec
+	pool        *pool
+}
+
+// Manifest returns what the module declared.
+func (m *Module) Manifest() Manifest { return m.manifest }
+
+// instance is one live module instance; one invocation at a time.
+type instance struct {
+	mod    api.Module
+	malloc api.Function
+	invoke api.Function
+	calls  int
+}
+
+func (i *instance) close(ctx context.Context) { i.mod.Close(ctx) }
+
+// pool keeps idle instances of one module and bounds live ones.
+type pool struct {
+	m     *Module
+	slots chan struct{} // one token per live instance allowed
+	mu    sync.Mutex
+	idle  []*instance
+	// Created and discarded count instances for tests and metrics.
+	created, discarded int
+}
+
+func newPool(m *Module, size int) *pool {
+	return &pool{m: m, slots: make(chan struct{}, size)}
+}
+
+// instantiate creates a fresh instance (not counted against slots: the
+// caller holds one).
+func (p *pool) instantiate(ctx context.Context) (*instance, error) {
+	mod, err := p.m.host.runtime.InstantiateModule(context.WithoutCancel(ctx), p.m.compiled, moduleConfig())
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{mod: mod, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke")}
+	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("missing ABI exports")
+	}
+	v := mod.ExportedFunction("lemon_abi_version")
+	if v == nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("missing lemon_abi_version")
+	}
+	if r, err := v.Call(ctx); err != nil || len(r) != 1 || api.DecodeI32(r[0]) != abi.Version {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("unsupported ABI version")
+	}
+	p.mu.Lock()
+	p.created++
+	p.mu.Unlock()
+	return inst, nil
+}
+
+// get returns an idle instance or a new one, waiting for a slot.
+func (p *pool) get(ctx context.Context) (*instance, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		inst := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return inst, nil
+	}
+	p.mu.Unlock()
+	inst, err := p.instantiate(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return inst, nil
+}
+
+// put returns an instance after an invocation and releases its slot. The
+// instance is closed instead when it reached its recycle limits (calls or
+// memory pages) or was closed by a trap.
+func (p *pool) put(ctx context.Context, inst *instance) {
+	cfg := p.m.host.cfg
+	inst.calls++
+	discard := inst.mod.IsClosed() || inst.calls >= cfg.RecycleAfterCalls ||
+		inst.mod.Memory() == nil || inst.mod.Memory().Size()/65536 > cfg.RecycleAfterPages
+	p.mu.Lock()
+	if discard {
+		p.discarded++
+	} else {
+		p.idle = append(p.idle, inst)
+	}
+	p.mu.Unlock()
+	if discard {
+		inst.close(context.WithoutCancel(ctx))
+	}
+	<-p.slots
+}
+
+// addIdle adds a fresh instance (the one used to describe the module).
+func (p *pool) addIdle(inst *instance) {
+	p.mu.Lock()
+	p.idle = append(p.idle, inst)
+	p.mu.Unlock()
+}
+
+// drop closes an instance that failed (trap or deadline).
+func (p *pool) drop(ctx context.Context, inst *instance) {
+	inst.close(context.WithoutCancel(ctx))
+	p.mu.Lock()
+	p.discarded++
+	p.mu.Unlock()
+	<-p.slots
+}
+
+func (p *pool) close(ctx context.Context) {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, inst := range idle {
+		inst.close(ctx)
+	}
+	p.m.compiled.Close(ctx)
+}
+
+// Stats reports instances created and discarded so far.
+func (m *Module) Stats() (created, discarded int) {
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	return m.pool.created, m.pool.discarded
+}
+
+// readPacked reads the ptr<<32|len result of an export.
+func readPacked(inst *instance, packed uint64) ([]byte, error) {
+	ptr, n := uint32(packed>>32), uint32(packed)
+	b, ok := inst.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, fmt.Errorf("result out of bounds")
+	}
+	return append([]byte(nil), b...), nil
+}
+
+func describe(ctx context.Context, inst *instance) (Manifest, error) {
+	r, err := inst.mod.ExportedFunction("lemon_describe").Call(ctx)
+	if err != nil {
+		return Manifest{}, err
+	}
+	b, err := readPacked(inst, r[0])
+	if err != nil {
+		return Manifest{}, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Manifest{}, fmt.Errorf("manifest is not valid JSON")
+	}
+	return m, nil
+}
+
+// call runs one lemon_invoke on inst with input JSON.
+func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
+	r, err := inst.malloc.Call(ctx, uint64(len(input)))
+	if err != nil {
+		return nil, err
+	}
+	ptr := api.DecodeU32(r[0])
+	if !inst.mod.Memory().Write(ptr, input) {
+		return nil, fmt.Errorf("input out of bounds")
+	}
+	r, err = inst.invoke.Call(ctx, uint64(ptr), uint64(len(input)))
+	if err != nil {
+		return nil, err
+	}
+	return readPacked(inst, r[0])
+}
