@@ -47,6 +47,8 @@ const (
 	DomainModuleTrapped            = "module_trapped"
 	DomainMeasurementUnavailable   = "measurement_unavailable"
 	DomainNodeOffline              = "node_offline"
+	// DomainPermissionDenied: the worker OS account was refused (fs and process).
+	DomainPermissionDenied = "permission_denied"
 )
 
 // ErrorDetails carries the machine-readable classification of an error.
