@@ -1,0 +1,374 @@
+package fs
+
+import (
+	"sort"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"lemon/protocol"
+)
+
+// typeName names a file type as the spec's `type` field does.
+func typeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "regular"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "char_device"
+	case unix.S_IFBLK:
+		return "block_device"
+	}
+	return "unknown"
+}
+
+func isReg(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFREG }
+func isDir(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+// mtimeMs is the stat modification time in integer Unix ms, ns truncated.
+func mtimeMs(st *unix.Stat_t) int64 {
+	return st.Mtim.Sec*1000 + st.Mtim.Nsec/1e6
+}
+
+// accessible is the worker account's real access check (faccessat2 with
+// AT_EACCESS, so ACLs and capabilities count), never a mode-bit guess.
+func accessible(dir int, name string, mode uint32) bool {
+	return unix.Faccessat(dir, name, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// statOf builds the stat fields (mime is added by the module).
+func statOf(dir int, name string, st *unix.Stat_t, path string) *protocol.FSStat {
+	return &protocol.FSStat{
+		Path:     path,
+		Type:     typeName(st.Mode),
+		Size:     st.Size,
+		MtimeMs:  mtimeMs(st),
+		Mode:     st.Mode,
+		Readable: accessible(dir, name, unix.R_OK),
+		Writable: accessible(dir, name, unix.W_OK),
+	}
+}
+
+// Stat implements fs.stat: the metadata of the canonical target.
+func (f *FS) Stat(p string) (*protocol.FSStat, error) {
+	t, err := f.resolve(p, walkOpts{followFinal: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		return nil, errNotFound()
+	}
+	return statOf(t.dir, t.name, &t.st, t.path()), nil
+}
+
+// readDirNames reads every name of an open directory except . and ..,
+// calling fn for each.
+func readDirNames(fd int, fn func(name string)) error {
+	buf := make([]byte, 32<<10)
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		names = names[:0]
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		for _, nm := range names {
+			fn(nm)
+		}
+	}
+}
+
+// List implements fs.list: the directory's entries by lstat, sorted by
+// name (bytewise), dot-names only with showHidden, at most 500 with
+// truncated when more visible names exist. Memory stays bounded for huge
+// directories: only the 501 smallest names are kept.
+func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
+	t, err := f.resolve(p, walkOpts{followFinal: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		return nil, errNotFound()
+	}
+	if !isDir(&t.st) {
+		return nil, errNotDir()
+	}
+	dfd, err := f.openAt(t.dir, t.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, mapErrno(err)
+	}
+	defer f.closeFD(dfd)
+	const keep = protocol.FSListLimit + 1
+	var smallest []string
+	visible := 0
+	err = readDirNames(dfd, func(name string) {
+		if !showHidden && name[0] == '.' {
+			return
+		}
+		visible++
+		if len(smallest) == keep && name >= smallest[keep-1] {
+			return
+		}
+		i := sort.SearchStrings(smallest, name)
+		if len(smallest) < keep {
+			smallest = append(smallest, "")
+		}
+		copy(smallest[i+1:], smallest[i:])
+		smallest[i] = name
+	})
+	if err != nil {
+		return nil, mapErrno(err)
+	}
+	res := &protocol.FSListResult{Path: t.path(), Entries: []protocol.FSListEntry{}, Limit: protocol.FSListLimit}
+	if len(smallest) > protocol.FSListLimit {
+		smallest = smallest[:protocol.FSListLimit]
+		res.Truncated = true
+	}
+	base := t.canon
+	for _, name := range smallest {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})
+			continue
+		}
+		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSStat: statOf(dfd, name, &st, joinAbs(append(base[:len(base):len(base)], name)))})
+	}
+	_ = visible
+	return res, nil
+}
+
+// openRegular opens an existing regular target for I/O. The type is
+// checked by lstat first and again on the open descriptor, and the open
+// uses O_NONBLOCK, so a FIFO, socket or device is never used for I/O.
+func (f *FS) openRegular(t *target, flags int) (int, *unix.Stat_t, error) {
+	if !isReg(&t.st) {
+		return -1, nil, errNotRegular()
+	}
+	fd, err := f.openAt(t.dir, t.name, flags|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, nil, mapErrno(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.closeFD(fd)
+		return -1, nil, mapErrno(err)
+	}
+	if !isReg(&st) {
+		f.closeFD(fd)
+		return -1, nil, errNotRegular()
+	}
+	return fd, &st, nil
+}
+
+// Read implements fs.read: up to length bytes (capped by MaxReadChunk) at
+// offset of a regular file, stored with put (the invocation's blob store;
+// the bytes never reach guest memory). At or past EOF the chunk is empty
+// and EOF is true.
+func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+	if offset < 0 || offset > protocol.FSMaxOffset {
+		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
+	}
+	if length < 1 || length > protocol.FSMaxReadLength {
+		return nil, protocol.InvalidParams("length", "length must be an integer from 1 to 1048576")
+	}
+	t, err := f.resolve(p, walkOpts{followFinal: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		return nil, errNotFound()
+	}
+	fd, st, err := f.openRegular(t, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeFD(fd)
+	if length > int64(f.maxRead) {
+		length = int64(f.maxRead)
+	}
+	var buf []byte
+	if offset < st.Size {
+		want := min(length, st.Size-offset)
+		buf = make([]byte, want)
+		got := 0
+		for got < len(buf) {
+			n, err := unix.Pread(fd, buf[got:], offset+int64(got))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return nil, mapErrno(err)
+			}
+			if n == 0 {
+				break
+			}
+			got += n
+		}
+		buf = buf[:got]
+	}
+	n := int64(len(buf))
+	return &protocol.FSReadCall{
+		FSReadResult: protocol.FSReadResult{Path: t.path(), Offset: offset, Length: n, Size: st.Size, EOF: offset+n >= st.Size},
+		Blob:         put(buf),
+	}, nil
+}
+
+// futimens sets only the modification time of fd (atime untouched).
+func futimens(fd int, mtime unix.Timespec) error {
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, mtime}
+	// utimensat(fd, NULL, ts, 0) is futimens: it acts on the descriptor.
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Write implements fs.write (spec node.fs.write): data (at most 1 MiB,
+// checked before anything is created) written at offset of a regular
+// file under compare-and-swap on expectedModifiedAtMs:
+//   - nil or 0: the target must be missing; it is created with O_EXCL;
+//   - otherwise the existing file's mtimeMs must equal it.
+//
+// Any mismatch is revision_conflict and writes nothing. truncate cuts the
+// file at offset+len(data). Writes to one canonical target (symlink aliases
+// included) are serialized, and each successful write leaves the file's
+// mtimeMs strictly greater than before, setting it with utimensat when the
+// clock tick did not advance.
+func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult, error) {
+	if len(data) > protocol.FSMaxWriteBytes {
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
+	}
+	if a.Offset < 0 || a.Offset > protocol.FSMaxOffset {
+		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
+	}
+	exp := a.ExpectedModifiedAtMs
+	if exp != nil && (*exp < 0 || *exp > protocol.FSMaxOffset) {
+		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs must be an integer from 0 to 9007199254740991")
+	}
+	comps, err := f.lexical(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := f.walk(comps, walkOpts{followFinal: true, mkdirs: a.Mkdirs})
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeTarget(t)
+	if t.isRoot || t.exists && !isReg(&t.st) {
+		return nil, errNotRegular()
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	defer f.locks.lock(t.path())()
+
+	var fd int
+	var before *unix.Stat_t
+	if exp == nil || *exp == 0 {
+		fd, err = f.openAt(t.dir, t.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NONBLOCK, 0o666)
+		if err == unix.EEXIST {
+			return nil, protocol.FSError(protocol.DomainRevisionConflict)
+		}
+		if err != nil {
+			return nil, mapErrno(err)
+		}
+	} else {
+		// Re-stat under the lock: the walk's lstat may predate a write
+		// that just finished.
+		if err := unix.Fstatat(t.dir, t.name, &t.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == unix.ENOENT {
+				return nil, protocol.FSError(protocol.DomainRevisionConflict)
+			}
+			return nil, mapErrno(err)
+		}
+		fd, before, err = f.openRegular(t, unix.O_WRONLY)
+		if err != nil {
+			if pe := protocol.AsError(err); pe.DomainCode() == protocol.DomainNotFound {
+				return nil, protocol.FSError(protocol.DomainRevisionConflict)
+			}
+			return nil, err
+		}
+		if mtimeMs(before) != *exp {
+			f.closeFD(fd)
+			return nil, protocol.FSError(protocol.DomainRevisionConflict)
+		}
+	}
+	defer f.closeFD(fd)
+	written := 0
+	for written < len(data) {
+		n, err := unix.Pwrite(fd, data[written:], a.Offset+int64(written))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, mapErrno(err)
+		}
+		written += n
+	}
+	if a.Truncate {
+		if err := unix.Ftruncate(fd, a.Offset+int64(written)); err != nil {
+			return nil, mapErrno(err)
+		}
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(fd, &after); err != nil {
+		return nil, mapErrno(err)
+	}
+	if before != nil && mtimeMs(&after) <= mtimeMs(before) {
+		next := mtimeMs(before) + 1
+		if err := futimens(fd, unix.NsecToTimespec(next*1e6)); err != nil {
+			return nil, mapErrno(err)
+		}
+		if err := unix.Fstat(fd, &after); err != nil {
+			return nil, mapErrno(err)
+		}
+	}
+	return &protocol.FSWriteResult{Path: t.path(), Offset: a.Offset, BytesWritten: int64(written), Size: after.Size, MtimeMs: mtimeMs(&after)}, nil
+}
+
+// Mkdir implements fs.mkdir: creates the directory and missing parents;
+// an existing directory is success, an existing non-directory is
+// already_exists.
+func (f *FS) Mkdir(p string) (*protocol.FSMkdirResult, error) {
+	comps, err := f.lexical(p)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, err := f.walk(comps, walkOpts{followFinal: true, mkdirs: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		if err := unix.Mkdirat(t.dir, t.name, 0o777); err != nil && err != unix.EEXIST {
+			return nil, mapErrno(err)
+		}
+		if err := unix.Fstatat(t.dir, t.name, &t.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, mapErrno(err)
+		}
+	}
+	if !isDir(&t.st) {
+		return nil, protocol.FSError(protocol.DomainAlreadyExists)
+	}
+	return &protocol.FSMkdirResult{Path: t.path(), Created: true}, nil
+}

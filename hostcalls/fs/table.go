@@ -1,0 +1,163 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// Interface guard: the table entries are hostcalls.Func values.
+var _ hostcalls.Func = (*FS)(nil).hcStat
+
+// Host-call argument shapes (JSON, decoded strictly). Paths are the
+// caller's strings; the host re-validates everything the module checked.
+type (
+	pathArgs struct {
+		Path string `json:"path"`
+	}
+	listArgs struct {
+		Path       string `json:"path"`
+		ShowHidden bool   `json:"showHidden"`
+	}
+	readArgs struct {
+		Path   string `json:"path"`
+		Offset int64  `json:"offset"`
+		Length int64  `json:"length"`
+	}
+	moveArgs struct {
+		Path                 string `json:"path"`
+		Destination          string `json:"destination"`
+		ExpectedModifiedAtMs *int64 `json:"expectedModifiedAtMs"`
+		Overwrite            bool   `json:"overwrite"`
+	}
+	previewArgs struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	deleteArgs struct {
+		Path              string `json:"path"`
+		Confirm           string `json:"confirm"`
+		ConfirmationToken string `json:"confirmationToken"`
+	}
+)
+
+// Table returns the fs host calls (docs/ABI.md), one entry per operation:
+//
+//	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime)
+//	fs.stat           {path}                             -> protocol.FSStat (no mime)
+//	fs.read           {path, offset, length}             -> protocol.FSReadCall (bytes in blob)
+//	fs.write          protocol.FSWriteCall (data in blob) -> protocol.FSWriteResult
+//	fs.mkdir          {path}                             -> protocol.FSMkdirResult
+//	fs.move           {path, destination, expectedModifiedAtMs, overwrite} -> protocol.FSMoveResult
+//	fs.delete_preview {path, recursive}                  -> protocol.FSDeletePreviewResult (no mime)
+//	fs.delete         {path, confirm, confirmationToken} -> protocol.FSDeleteResult
+//
+// Reads need capability "read"; everything that can lead to a change,
+// delete previews included, needs "write".
+func (f *FS) Table() hostcalls.Table {
+	return hostcalls.Table{
+		{Name: "fs.list", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcList},
+		{Name: "fs.stat", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStat},
+		{Name: "fs.read", Params: []string{"path", "offset", "length"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcRead},
+		{Name: "fs.write", Params: []string{"path", "blob", "offset", "truncate", "mkdirs", "expectedModifiedAtMs"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcWrite},
+		{Name: "fs.mkdir", Params: []string{"path"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMkdir},
+		{Name: "fs.move", Params: []string{"path", "destination", "expectedModifiedAtMs", "overwrite"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMove},
+		{Name: "fs.delete_preview", Params: []string{"path", "recursive"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditRead, Func: f.hcPreview},
+		{Name: "fs.delete", Params: []string{"path", "confirm", "confirmationToken"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcDelete},
+	}
+}
+
+func encode(v any, err error) ([]byte, error) {
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	return json.Marshal(v)
+}
+
+func decode(args []byte, v any) error {
+	if err := protocol.DecodeParams(args, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a listArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	return encode(f.do(ctx, "list", false, func() (any, error) { return f.List(a.Path, a.ShowHidden) }))
+}
+
+func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a pathArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	return encode(f.do(ctx, "stat", false, func() (any, error) { return f.Stat(a.Path) }))
+}
+
+func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+	var a readArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	return encode(f.do(ctx, "read", false, func() (any, error) { return f.Read(a.Path, a.Offset, a.Length, call.PutBlob) }))
+}
+
+func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+	var a protocol.FSWriteCall
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	data, ok := call.Blob(a.Blob)
+	if !ok {
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 is required")
+	}
+	if len(data) > protocol.FSMaxWriteBytes {
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
+	}
+	return encode(f.do(ctx, "write", true, func() (any, error) { return f.Write(a, data) }))
+}
+
+func (f *FS) hcMkdir(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a pathArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	return encode(f.do(ctx, "mkdir", true, func() (any, error) { return f.Mkdir(a.Path) }))
+}
+
+func (f *FS) hcMove(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a moveArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	if a.ExpectedModifiedAtMs == nil {
+		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs is required")
+	}
+	return encode(f.do(ctx, "move", true, func() (any, error) {
+		return f.Move(a.Path, a.Destination, *a.ExpectedModifiedAtMs, a.Overwrite)
+	}))
+}
+
+func (f *FS) hcPreview(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a previewArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	return encode(f.do(ctx, "delete_preview", false, func() (any, error) { return f.Preview(a.Path, a.Recursive) }))
+}
+
+func (f *FS) hcDelete(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
+	var a deleteArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	if a.ConfirmationToken == "" || len(a.ConfirmationToken) > protocol.MaxConfirmationTokenBytes {
+		return nil, protocol.InvalidParams("confirmationToken", "confirmationToken is required")
+	}
+	return encode(f.do(ctx, "delete", true, func() (any, error) { return f.Delete(a.Path, a.Confirm, a.ConfirmationToken) }))
+}
