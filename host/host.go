@@ -234,7 +234,7 @@ func (h *Host) LoadSet(ctx context.Context, m moduleset.Manifest, bytesByFamily 
 // methods available.
 func (h *Host) Load(ctx context.Context, pin moduleset.Module, wasm []byte) (*Module, error) {
 	if err := pin.Verify(wasm); err != nil {
-		return nil, rejected("%s: %v", pin.Family, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrModuleRejected, pin.Family, err)
 	}
 	mod, err := h.compile(ctx, wasm)
 	if err != nil {
@@ -264,15 +264,41 @@ func (h *Host) Load(ctx context.Context, pin moduleset.Module, wasm []byte) (*Mo
 	return mod, nil
 }
 
-// Inspect compiles wasm and returns its manifest without loading it (for
-// build.sh and `lemon plugin inspect`).
-func (h *Host) Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
-	mod, err := h.compile(ctx, wasm)
-	if err != nil {
+// Inspect returns a module's manifest without loading it anywhere: it
+// compiles wasm in a throwaway runtime whose "lemon" imports all fail, and
+// calls lemon_describe (for build.sh and `lemon plugin inspect`).
+func Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCloseOnContextDone(true))
+	defer r.Close(ctx)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return Manifest{}, err
 	}
-	defer mod.pool.close(ctx)
-	return mod.manifest, nil
+	compiled, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		return Manifest{}, rejected("compile: %v", err)
+	}
+	b := r.NewHostModuleBuilder("lemon")
+	for _, def := range compiled.ImportedFunctions() {
+		modName, name, _ := def.Import()
+		if modName != "lemon" {
+			continue
+		}
+		results := def.ResultTypes()
+		b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			for i := range results {
+				stack[i] = 0
+			}
+		}), def.ParamTypes(), results).Export(name)
+	}
+	if _, err := b.Instantiate(ctx); err != nil {
+		return Manifest{}, rejected("imports: %v", err)
+	}
+	mod, err := r.InstantiateModule(ctx, compiled, moduleConfig())
+	if err != nil {
+		return Manifest{}, rejected("instantiate: %v", err)
+	}
+	inst := &instance{mod: mod}
+	return describe(ctx, inst)
 }
 
 func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {

@@ -1,0 +1,103 @@
+//go:build wasip1
+
+// Command testmod is a module for the host's own tests: it echoes blobs,
+// traps on request, suspends on a host-side awaitable, and makes host
+// calls that the tests rate-limit or deny.
+package main
+
+import (
+	"encoding/json"
+
+	"lemon/plugins/sdk"
+	"lemon/protocol"
+)
+
+//go:wasmimport lemon test.ping
+func testPing(ptr, size uint32) uint64
+
+//go:wasmimport lemon test.start
+func testStart(ptr, size uint32) uint64
+
+//go:wasmimport lemon test.write
+func testWrite(ptr, size uint32) uint64
+
+func init() {
+	sdk.Serve(sdk.Manifest{
+		Family: "testmod", Version: "0.0.1",
+		Capabilities: []string{"hostinfo", "write"},
+		HostCalls:    []string{"test.ping", "test.start", "test.write"},
+		Methods: []sdk.MethodSpec{
+			{Name: "test.ping", Version: 1, Capability: "hostinfo"},
+			{Name: "test.echo", Version: 1, Capability: "hostinfo",
+				InputBlobs: map[string]sdk.BlobSpec{"dataBase64": {Encoding: "base64", MaxBytes: 16}}},
+			{Name: "test.trap", Version: 1, Capability: "hostinfo"},
+			{Name: "test.wait", Version: 1, Capability: "hostinfo"},
+			{Name: "test.write", Version: 1, Capability: "write"},
+			{Name: "test.spin", Version: 1, Capability: "hostinfo"},
+		},
+	}, map[string]sdk.Handler{
+		"test.ping":  ping,
+		"test.echo":  echo,
+		"test.trap":  trap,
+		"test.wait":  wait,
+		"test.write": write,
+		"test.spin":  spin,
+	})
+}
+
+func ping(req *sdk.Request) (*sdk.Result, error) {
+	var out json.RawMessage
+	if err := sdk.Call(testPing, map[string]string{"method": req.Method}, &out); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+func echo(req *sdk.Request) (*sdk.Result, error) {
+	b, ok := req.Blobs["dataBase64"]
+	if !ok {
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 is required")
+	}
+	return &sdk.Result{
+		Payload: map[string]any{"size": b.Size, "params": req.Params, "dataBase64": nil},
+		Blobs:   map[string]uint32{"dataBase64": b.ID},
+	}, nil
+}
+
+var sink []byte
+
+func trap(req *sdk.Request) (*sdk.Result, error) {
+	var p *struct{ X int }
+	sink = append(sink, byte(p.X)) // nil dereference: the instance traps
+	return nil, nil
+}
+
+func wait(req *sdk.Request) (*sdk.Result, error) {
+	if req.Resume != nil {
+		var st struct{ Step int }
+		_ = json.Unmarshal(req.Resume.State, &st)
+		return &sdk.Result{Payload: map[string]any{"resumed": true, "handle": req.Resume.Handle, "step": st.Step}}, nil
+	}
+	var h struct {
+		Handle uint32 `json:"handle"`
+	}
+	if err := sdk.Call(testStart, nil, &h); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Suspend: &sdk.Suspend{Handle: h.Handle, State: map[string]int{"Step": 7}}}, nil
+}
+
+func write(req *sdk.Request) (*sdk.Result, error) {
+	if err := sdk.Call(testWrite, nil, nil); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: map[string]bool{"written": true}}, nil
+}
+
+func spin(req *sdk.Request) (*sdk.Result, error) {
+	for i := 0; ; i++ {
+		sink = append(sink[:0], byte(i))
+	}
+}
+
+func main() {}
