@@ -1,0 +1,373 @@
+package policies
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"lemon/hostcalls"
+)
+
+// Spec limits a worker policy may lower but never raise
+// (spec "Native processes", DESIGN §7).
+const (
+	SpecMaxActiveProcesses  = 16
+	SpecMaxRetainedReceipts = 1000
+	SpecMaxOutputCache      = 16
+	SpecMaxAllowedRoots     = 64
+)
+
+// Worker is the worker (node) policy, decoded strictly from TOML. Example:
+//
+//	default_cwd = "/srv/project"
+//	allowed_roots = ["/srv/project", "/mnt/results"]  # an explicit list replaces the home fallback
+//	capabilities = ["hostinfo", "read", "write"]      # the node's ceiling; "all" or omitted = every capability
+//	allowed_commands = ["git", "/usr/bin/make"]       # omitted or "all" = unrestricted; [] = no commands
+//	blocked_commands = ["rm"]
+//	state_dir = "/var/lib/lemon-node"
+//
+//	[limits]
+//	max_active_processes = 8      # at most 16
+//	max_retained_receipts = 500   # at most 1000
+//	output_cache_entries = 16     # at most 16
+//
+//	[pool]
+//	size = 4                      # live instances per module
+//	recycle_after_calls = 1000
+//	memory_limit_pages = 4096     # 64 KiB pages per instance
+//
+//	[[rate_limits]]               # token buckets at the gate
+//	module = "hostinfo"           # "" = every module
+//	hostcall = "sysinfo.snapshot" # "" = every host call of the module
+//	per_second = 5.0
+//	burst = 5
+//
+//	[vault]
+//	key_file = "/etc/lemon/vault.key"  # 0600, 32 bytes (raw or hex); or:
+//	key_env = "LEMON_VAULT_KEY"
+type Worker struct {
+	DefaultCwd      string      `toml:"default_cwd"`
+	AllowedRoots    []string    `toml:"allowed_roots"`
+	Capabilities    StringSet   `toml:"capabilities"`
+	AllowedCommands StringSet   `toml:"allowed_commands"`
+	BlockedCommands []string    `toml:"blocked_commands"`
+	StateDir        string      `toml:"state_dir"`
+	Limits          WorkerLimit `toml:"limits"`
+	Pool            WorkerPool  `toml:"pool"`
+	RateLimits      []RateLimit `toml:"rate_limits"`
+	Vault           VaultKey    `toml:"vault"`
+}
+
+// StringSet is a list that may also be the string "all". Unset (nil All
+// false and Items nil with Set false) means unrestricted; Set with an
+// empty Items means nothing is allowed (spec execution-policy:
+// allowed_commands = [] allows no commands).
+type StringSet struct {
+	Set   bool
+	All   bool
+	Items []string
+}
+
+// UnmarshalTOML accepts "all" or an array of strings.
+func (s *StringSet) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case string:
+		if x != "all" {
+			return fmt.Errorf(`must be "all" or a list of strings`)
+		}
+		*s = StringSet{Set: true, All: true}
+	case []any:
+		items := make([]string, 0, len(x))
+		for _, e := range x {
+			str, ok := e.(string)
+			if !ok || str == "" {
+				return fmt.Errorf("must be a list of non-empty strings")
+			}
+			items = append(items, str)
+		}
+		*s = StringSet{Set: true, Items: items}
+	default:
+		return fmt.Errorf(`must be "all" or a list of strings`)
+	}
+	return nil
+}
+
+// Unrestricted reports whether the set allows everything.
+func (s StringSet) Unrestricted() bool { return !s.Set || s.All }
+
+// Allows reports whether name is in the set.
+func (s StringSet) Allows(name string) bool {
+	if s.Unrestricted() {
+		return true
+	}
+	for _, i := range s.Items {
+		if i == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Intersect returns the set allowing what both allow.
+func (s StringSet) Intersect(o StringSet) StringSet {
+	switch {
+	case s.Unrestricted():
+		return o
+	case o.Unrestricted():
+		return s
+	}
+	out := StringSet{Set: true, Items: []string{}}
+	for _, i := range s.Items {
+		if o.Allows(i) {
+			out.Items = append(out.Items, i)
+		}
+	}
+	return out
+}
+
+// WorkerLimit lowers the spec's process limits.
+type WorkerLimit struct {
+	MaxActiveProcesses  int `toml:"max_active_processes"`
+	MaxRetainedReceipts int `toml:"max_retained_receipts"`
+	OutputCacheEntries  int `toml:"output_cache_entries"`
+}
+
+// WorkerPool sizes module instance pools.
+type WorkerPool struct {
+	Size              int    `toml:"size"`
+	RecycleAfterCalls int    `toml:"recycle_after_calls"`
+	MemoryLimitPages  uint32 `toml:"memory_limit_pages"`
+}
+
+// RateLimit is one gate token bucket.
+type RateLimit struct {
+	Module    string  `toml:"module"`
+	HostCall  string  `toml:"hostcall"`
+	PerSecond float64 `toml:"per_second"`
+	Burst     int     `toml:"burst"`
+}
+
+// VaultKey names where the node's vault master key comes from: exactly
+// one of KeyFile and KeyEnv, or neither (no secrets family).
+type VaultKey struct {
+	KeyFile string `toml:"key_file"`
+	KeyEnv  string `toml:"key_env"`
+}
+
+// ParseWorker decodes a worker policy strictly and validates it.
+func ParseWorker(data []byte) (*Worker, error) {
+	var w Worker
+	if err := decodeStrict(data, &w); err != nil {
+		return nil, err
+	}
+	return &w, w.Validate()
+}
+
+// LoadWorker reads and validates a worker policy file.
+func LoadWorker(path string) (*Worker, error) {
+	var w Worker
+	if err := decodeFile(path, &w); err != nil {
+		return nil, err
+	}
+	if err := w.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &w, nil
+}
+
+// Validate checks values: absolute paths, known capabilities, limits
+// within the spec's, sane rate limits.
+func (w *Worker) Validate() error {
+	if w.DefaultCwd != "" && !filepath.IsAbs(w.DefaultCwd) {
+		return fmt.Errorf("default_cwd must be an absolute path")
+	}
+	if w.AllowedRoots != nil && len(w.AllowedRoots) == 0 {
+		return fmt.Errorf("allowed_roots, when given, must not be empty")
+	}
+	if len(w.AllowedRoots) > SpecMaxAllowedRoots {
+		return fmt.Errorf("allowed_roots: at most %d roots", SpecMaxAllowedRoots)
+	}
+	for _, r := range w.AllowedRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("allowed_roots: every root must be an absolute path")
+		}
+	}
+	for _, c := range w.Capabilities.Items {
+		if !knownCapability(c) {
+			return fmt.Errorf("capabilities: unknown capability %q (known: %s)", c, strings.Join(hostcalls.AllCapabilities, ", "))
+		}
+	}
+	for _, l := range []struct {
+		name     string
+		v, limit int
+	}{
+		{"limits.max_active_processes", w.Limits.MaxActiveProcesses, SpecMaxActiveProcesses},
+		{"limits.max_retained_receipts", w.Limits.MaxRetainedReceipts, SpecMaxRetainedReceipts},
+		{"limits.output_cache_entries", w.Limits.OutputCacheEntries, SpecMaxOutputCache},
+	} {
+		if l.v < 0 || l.v > l.limit {
+			return fmt.Errorf("%s must be between 0 (default) and %d", l.name, l.limit)
+		}
+	}
+	if w.Pool.Size < 0 || w.Pool.Size > 64 || w.Pool.RecycleAfterCalls < 0 || w.Pool.MemoryLimitPages > 65536 {
+		return fmt.Errorf("pool: size 0..64, recycle_after_calls >= 0, memory_limit_pages <= 65536")
+	}
+	for i, r := range w.RateLimits {
+		if r.PerSecond <= 0 || r.Burst < 1 {
+			return fmt.Errorf("rate_limits[%d]: per_second must be > 0 and burst >= 1", i)
+		}
+	}
+	if w.Vault.KeyFile != "" && w.Vault.KeyEnv != "" {
+		return fmt.Errorf("vault: give key_file or key_env, not both")
+	}
+	return nil
+}
+
+func knownCapability(c string) bool {
+	for _, k := range hostcalls.AllCapabilities {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Ceiling returns the capability ceiling as a list.
+func (w *Worker) Ceiling() []string {
+	if w.Capabilities.Unrestricted() {
+		return append([]string(nil), hostcalls.AllCapabilities...)
+	}
+	out := append([]string(nil), w.Capabilities.Items...)
+	sort.Strings(out)
+	return out
+}
+
+// Restrict combines two layers by restriction only (spec
+// execution-policy "Policy intersection"): capability and command allow
+// lists intersect, block lists union, numeric limits take the lower
+// non-zero value, rate limits accumulate (every bucket applies). Paths
+// (default_cwd, allowed_roots, state_dir) come from the first layer that
+// sets them; allowed_roots of both layers intersect when both are set.
+func Restrict(a, b *Worker) *Worker {
+	out := *a
+	out.Capabilities = a.Capabilities.Intersect(b.Capabilities)
+	out.AllowedCommands = a.AllowedCommands.Intersect(b.AllowedCommands)
+	out.BlockedCommands = union(a.BlockedCommands, b.BlockedCommands)
+	out.Limits.MaxActiveProcesses = lower(a.Limits.MaxActiveProcesses, b.Limits.MaxActiveProcesses)
+	out.Limits.MaxRetainedReceipts = lower(a.Limits.MaxRetainedReceipts, b.Limits.MaxRetainedReceipts)
+	out.Limits.OutputCacheEntries = lower(a.Limits.OutputCacheEntries, b.Limits.OutputCacheEntries)
+	out.Pool.Size = lower(a.Pool.Size, b.Pool.Size)
+	out.Pool.RecycleAfterCalls = lower(a.Pool.RecycleAfterCalls, b.Pool.RecycleAfterCalls)
+	out.Pool.MemoryLimitPages = uint32(lower(int(a.Pool.MemoryLimitPages), int(b.Pool.MemoryLimitPages)))
+	out.RateLimits = append(append([]RateLimit(nil), a.RateLimits...), b.RateLimits...)
+	switch {
+	case a.AllowedRoots == nil:
+		out.AllowedRoots = b.AllowedRoots
+	case b.AllowedRoots != nil:
+		out.AllowedRoots = nil
+		for _, r := range a.AllowedRoots {
+			for _, s := range b.AllowedRoots {
+				if r == s {
+					out.AllowedRoots = append(out.AllowedRoots, r)
+				}
+			}
+		}
+		if out.AllowedRoots == nil {
+			out.AllowedRoots = []string{}
+		}
+	}
+	if out.DefaultCwd == "" {
+		out.DefaultCwd = b.DefaultCwd
+	}
+	if out.StateDir == "" {
+		out.StateDir = b.StateDir
+	}
+	if out.Vault == (VaultKey{}) {
+		out.Vault = b.Vault
+	}
+	return &out
+}
+
+func lower(a, b int) int {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	case b < a:
+		return b
+	}
+	return a
+}
+
+func union(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range append(append([]string(nil), a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String prints the effective policy as TOML-like text, with defaults
+// filled in, for `lemon policy check`.
+func (w *Worker) String() string {
+	var b strings.Builder
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	list := func(items []string) string {
+		qs := make([]string, len(items))
+		for i, s := range items {
+			qs[i] = q(s)
+		}
+		return "[" + strings.Join(qs, ", ") + "]"
+	}
+	set := func(s StringSet) string {
+		if s.Unrestricted() {
+			return `"all"`
+		}
+		return list(s.Items)
+	}
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	fmt.Fprintf(&b, "# effective worker policy\n")
+	fmt.Fprintf(&b, "default_cwd = %s\n", q(orDefault(w.DefaultCwd, "(current directory)")))
+	if w.AllowedRoots == nil {
+		fmt.Fprintf(&b, "allowed_roots = [\"(home)\"]\n")
+	} else {
+		fmt.Fprintf(&b, "allowed_roots = %s\n", list(w.AllowedRoots))
+	}
+	fmt.Fprintf(&b, "capabilities = %s\n", list(w.Ceiling()))
+	fmt.Fprintf(&b, "allowed_commands = %s\n", set(w.AllowedCommands))
+	fmt.Fprintf(&b, "blocked_commands = %s\n", list(w.BlockedCommands))
+	fmt.Fprintf(&b, "state_dir = %s\n", q(orDefault(w.StateDir, "(~/.lemon/node)")))
+	fmt.Fprintf(&b, "\n[limits]\nmax_active_processes = %d\nmax_retained_receipts = %d\noutput_cache_entries = %d\n",
+		def(w.Limits.MaxActiveProcesses, SpecMaxActiveProcesses), def(w.Limits.MaxRetainedReceipts, SpecMaxRetainedReceipts),
+		def(w.Limits.OutputCacheEntries, SpecMaxOutputCache))
+	fmt.Fprintf(&b, "\n[pool]\nsize = %d\nrecycle_after_calls = %d\nmemory_limit_pages = %d\n",
+		def(w.Pool.Size, 4), def(w.Pool.RecycleAfterCalls, 1000), def(int(w.Pool.MemoryLimitPages), 4096))
+	for _, r := range w.RateLimits {
+		fmt.Fprintf(&b, "\n[[rate_limits]]\nmodule = %s\nhostcall = %s\nper_second = %g\nburst = %d\n", q(r.Module), q(r.HostCall), r.PerSecond, r.Burst)
+	}
+	if w.Vault.KeyFile != "" {
+		fmt.Fprintf(&b, "\n[vault]\nkey_file = %s\n", q(w.Vault.KeyFile))
+	} else if w.Vault.KeyEnv != "" {
+		fmt.Fprintf(&b, "\n[vault]\nkey_env = %s\n", q(w.Vault.KeyEnv))
+	}
+	return b.String()
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
