@@ -1,0 +1,20 @@
+package families
+
+import (
+	"path/filepath"
+
+	"lemon/hostcalls/store"
+)
+
+func init() {
+	register(builder{name: "store", order: 20, build: func(cfg Config, s *Set) error {
+		st, err := store.New(store.Config{Path: filepath.Join(cfg.StateDir, "store.db")})
+		if err != nil {
+			return err
+		}
+		s.Tables = append(s.Tables, st.Table())
+		s.closers = append(s.closers, st.Close)
+		s.shared["store"] = st
+		return nil
+	}})
+}
