@@ -214,6 +214,11 @@ func (h *Host) hostFunc(hc *hostcalls.HostCall) api.GoModuleFunc {
 // ErrModuleRejected wraps every reason a module is refused at load.
 var ErrModuleRejected = errors.New("module rejected")
 
+// ErrHostCallUnavailable (wrapped with ErrModuleRejected) means the module
+// needs a host-call family this node does not offer (built without it, or
+// not configured, such as a vault without a master key).
+var ErrHostCallUnavailable = errors.New("host call unavailable on this node")
+
 func rejected(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrModuleRejected, fmt.Sprintf(format, args...))
 }
@@ -352,7 +357,7 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 	for _, name := range man.HostCalls {
 		hc, ok := h.hostcall[name]
 		if !ok {
-			return rejected("module %s declares unknown host call %q", man.Family, name)
+			return fmt.Errorf("%w: %w: module %s needs %q", ErrModuleRejected, ErrHostCallUnavailable, man.Family, name)
 		}
 		if !caps[hc.Capability] {
 			return rejected("module %s uses host call %q without declaring capability %q", man.Family, name, hc.Capability)
