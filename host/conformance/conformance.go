@@ -8,11 +8,13 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,20 +84,23 @@ type Expect struct {
 }
 
 // LoadDir reads every *.json file of dir.
-func LoadDir(dir string) ([]File, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+func LoadDir(dir string) ([]File, error) { return LoadFS(os.DirFS(dir)) }
+
+// LoadFS reads every *.json file at the top of fsys, strictly.
+func LoadFS(fsys iofs.FS) ([]File, error) {
+	paths, err := iofs.Glob(fsys, "*.json")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(paths)
 	var out []File
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		data, err := iofs.ReadFile(fsys, p)
 		if err != nil {
 			return nil, err
 		}
 		var f File
-		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&f); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
