@@ -23,7 +23,7 @@ const maxKeyText = 1024
 // Errors about the master key. Messages never include a path or key bytes.
 var (
 	ErrKeyFileMode  = errors.New("vault: key file must be a regular file readable only by its owner (chmod 600)")
-	ErrKeyFormat    = errors.New("vault: master key must be 32 bytes written as 64 hex digits or standard base64")
+	ErrKeyFormat    = errors.New("vault: master key must be 32 bytes: raw, 64 hex digits or standard base64")
 	ErrKeyMissing   = errors.New("vault: master key not configured (set exactly one of KeyFile and KeyEnv)")
 	ErrKeyEnvUnset  = errors.New("vault: the master-key environment variable is not set")
 	ErrKeyFileRead  = errors.New("vault: key file could not be read")
@@ -32,8 +32,9 @@ var (
 
 // LoadKeyFile reads a master key from a file that only its owner can read
 // (mode 0600 or stricter; looser modes are refused, ErrKeyFileMode). The
-// file holds 32 bytes as 64 hex digits or standard base64, surrounded by
-// optional white space (ErrKeyFormat otherwise).
+// file holds the 32-byte key raw (exactly 32 bytes), or as 64 hex digits or
+// standard base64 with optional surrounding white space (ErrKeyFormat
+// otherwise).
 func LoadKeyFile(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -70,16 +71,22 @@ func loadKeyEnv(name string) ([]byte, error) {
 	return parseKey([]byte(text))
 }
 
-// ParseKey decodes a master key written as 64 hex digits or standard
-// base64 of 32 bytes, ignoring surrounding white space.
+// ParseKey decodes a master key: exactly 32 raw bytes, or 64 hex digits or
+// standard base64 of 32 bytes with optional surrounding white space.
 func ParseKey(text []byte) ([]byte, error) { return parseKey(text) }
 
 func parseKey(text []byte) ([]byte, error) {
 	if len(text) > maxKeyText {
 		return nil, ErrKeyFormat
 	}
-	t := bytes.TrimSpace(text)
 	key := make([]byte, KeySize)
+	if len(text) == KeySize {
+		// Exactly 32 bytes: the raw key (no trimming, since a raw key may
+		// begin or end with bytes that look like white space).
+		copy(key, text)
+		return key, nil
+	}
+	t := bytes.TrimSpace(text)
 	if len(t) == 2*KeySize {
 		if n, err := hex.Decode(key, t); err == nil && n == KeySize {
 			return key, nil

@@ -82,7 +82,7 @@ type Config struct {
 	// Dir is the node's vault directory (created 0700 if missing).
 	Dir string
 	// KeyFile is a master-key file of mode 0600 or stricter holding 32
-	// bytes as 64 hex digits or base64 (see LoadKeyFile).
+	// bytes raw, as 64 hex digits or as base64 (see LoadKeyFile).
 	KeyFile string
 	// KeyEnv names an environment variable holding the master key in the
 	// same text form; the worker policy names it. New removes the variable

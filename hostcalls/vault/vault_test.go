@@ -569,6 +569,15 @@ func TestKeySources(t *testing.T) {
 	if _, err := New(Config{Dir: filepath.Join(root, "s1"), KeyFile: short}); !errors.Is(err, ErrKeyFormat) {
 		t.Fatalf("31-byte key: %v", err)
 	}
+	raw := filepath.Join(root, "raw.key")
+	os.WriteFile(raw, []byte("\n \t"+strings.Repeat("k", 29)), 0o600) // 32 raw bytes, edges look like space
+	if k, err := LoadKeyFile(raw); err != nil || string(k) != "\n \t"+strings.Repeat("k", 29) {
+		t.Fatalf("raw key: %q %v", k, err)
+	}
+	os.WriteFile(raw, []byte(strings.Repeat("k", 33)), 0o600)
+	if _, err := LoadKeyFile(raw); !errors.Is(err, ErrKeyFormat) {
+		t.Fatalf("33 raw bytes: %v", err)
+	}
 	if _, err := New(Config{Dir: filepath.Join(root, "s1")}); !errors.Is(err, ErrKeyMissing) {
 		t.Fatalf("no key: %v", err)
 	}

@@ -1,0 +1,155 @@
+//go:build wasip1
+
+// Command secrets is the module of the secrets family: node.secrets.set,
+// list, delete and receipt (spec: execution-node-methods.md, "Write-only
+// encrypted secrets" and "Reconciling a secret installation").
+//
+// The module validates params with the shared protocol checks, calls the
+// vault host calls (hostcalls/vault) and shapes each payload exactly as the
+// spec gives it. The secret value never enters this module's memory: the
+// manifest declares value as an input blob, so the host removes it from
+// params before the module runs and the module hands the vault only the
+// blob's id. There is no get: nothing here can read a value back.
+package main
+
+import (
+	"lemon/plugins/sdk"
+	"lemon/protocol"
+)
+
+//go:wasmimport lemon vault.set
+func vaultSet(ptr, size uint32) uint64
+
+//go:wasmimport lemon vault.list
+func vaultList(ptr, size uint32) uint64
+
+//go:wasmimport lemon vault.delete
+func vaultDelete(ptr, size uint32) uint64
+
+//go:wasmimport lemon vault.receipt
+func vaultReceipt(ptr, size uint32) uint64
+
+var manifest = sdk.Manifest{
+	Family:       "secrets",
+	Version:      "1.0.0",
+	Capabilities: []string{"secrets"},
+	HostCalls:    []string{"vault.set", "vault.list", "vault.delete", "vault.receipt"},
+	Methods: []sdk.MethodSpec{
+		{Name: protocol.MethodSecretsSet, Version: 1, Capability: "secrets",
+			InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: protocol.SecretValueMaxBytes}}},
+		{Name: protocol.MethodSecretsList, Version: 1, Capability: "secrets"},
+		{Name: protocol.MethodSecretsDelete, Version: 1, Capability: "secrets"},
+		{Name: protocol.MethodSecretsReceipt, Version: 1, Capability: "secrets"},
+	},
+}
+
+func init() {
+	sdk.Serve(manifest, map[string]sdk.Handler{
+		protocol.MethodSecretsSet:     set,
+		protocol.MethodSecretsList:    list,
+		protocol.MethodSecretsDelete:  del,
+		protocol.MethodSecretsReceipt: receipt,
+	})
+}
+
+// setArgs mirrors vault.SetArgs (the host package is not built for wasm).
+type setArgs struct {
+	Name        string  `json:"name"`
+	ValueBlob   *uint32 `json:"valueBlob"`
+	OperationID *string `json:"operationId,omitempty"`
+}
+
+func set(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.DecodeSecretsSet(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	if p.Value != nil {
+		// Only a host that ignored the manifest could pass the value in
+		// params; refuse rather than handle plaintext here.
+		return nil, protocol.Errorf(protocol.CodeInternal, "value did not arrive as a host-side blob")
+	}
+	blob, ok := req.Blobs["value"]
+	if !ok {
+		return nil, protocol.InvalidParams("value", "value is required")
+	}
+	if perr := protocol.CheckSecretValueSize(blob.Size); perr != nil {
+		return nil, perr
+	}
+	var res protocol.SecretsSetResult
+	if err := sdk.Call(vaultSet, setArgs{Name: p.Name, ValueBlob: &blob.ID, OperationID: p.OperationID}, &res); err != nil {
+		return nil, err
+	}
+	// Re-shape from known fields only: {name, set:true}, plus the
+	// reconciliation fields when the request carried an operationId.
+	out := protocol.SecretsSetResult{Name: res.Name, Set: true}
+	if p.OperationID != nil {
+		if res.OperationID != *p.OperationID || res.Status != protocol.SecretStatusApplied ||
+			res.CurrentBindingMatches == nil || !*res.CurrentBindingMatches {
+			return nil, protocol.Errorf(protocol.CodeInternal, "vault returned an inconsistent result")
+		}
+		out.OperationID, out.Status, out.CurrentBindingMatches = res.OperationID, res.Status, res.CurrentBindingMatches
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+func list(req *sdk.Request) (*sdk.Result, error) {
+	if _, perr := protocol.DecodeSecretsList(req.Params); perr != nil {
+		return nil, perr
+	}
+	var res protocol.SecretsListResult
+	if err := sdk.Call(vaultList, nil, &res); err != nil {
+		return nil, err
+	}
+	if len(res.Names) > protocol.SecretListLimit {
+		return nil, protocol.Errorf(protocol.CodeInternal, "vault returned an inconsistent result")
+	}
+	out := protocol.SecretsListResult{Names: res.Names, Limit: protocol.SecretListLimit, Truncated: res.Truncated}
+	if out.Names == nil {
+		out.Names = []string{}
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+func del(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.DecodeSecretsDelete(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	var res protocol.SecretsDeleteResult
+	if err := sdk.Call(vaultDelete, struct {
+		Name string `json:"name"`
+	}{p.Name}, &res); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: protocol.SecretsDeleteResult{Name: res.Name, Deleted: true}}, nil
+}
+
+func receipt(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.DecodeSecretsReceipt(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	var res protocol.SecretsReceiptResult
+	if err := sdk.Call(vaultReceipt, struct {
+		OperationID string `json:"operationId"`
+	}{p.OperationID}, &res); err != nil {
+		return nil, err
+	}
+	// Exactly {nodeId, operationId, status, name, currentBindingMatches};
+	// not_found always has name null and currentBindingMatches false.
+	out := protocol.SecretsReceiptResult{NodeID: res.NodeID, OperationID: p.OperationID, Status: res.Status}
+	switch res.Status {
+	case protocol.SecretStatusApplied:
+		if res.Name == nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "vault returned an inconsistent result")
+		}
+		out.Name, out.CurrentBindingMatches = res.Name, res.CurrentBindingMatches
+	case protocol.SecretStatusNotFound:
+	default:
+		return nil, protocol.Errorf(protocol.CodeInternal, "vault returned an inconsistent result")
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+func main() {}
