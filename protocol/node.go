@@ -35,6 +35,13 @@ const (
 	DomainModuleNotInSet = "module_not_in_set"
 	// DomainModuleSetUnavailable: the controller has no pinned module set.
 	DomainModuleSetUnavailable = "module_set_unavailable"
+	// DomainJSONLimits: a frame nests deeper than MaxJSONDepth or holds more
+	// than MaxJSONItems values.
+	DomainJSONLimits = "json_limits_exceeded"
+	// DomainBinaryFrame: a binary WebSocket frame was sent; only text frames are accepted.
+	DomainBinaryFrame = "binary_frame"
+	// DomainTooManyInflight: the connection already has the most requests in flight.
+	DomainTooManyInflight = "too_many_inflight"
 )
 
 // Node identity kinds reported by node.list / node.describe.
@@ -99,8 +106,8 @@ type NodeInvokeResultAck struct {
 	Accepted bool `json:"accepted"`
 }
 
-// ModuleSetRef names the controller's pinned module set: Digest is
-// "sha256:" + hex of the manifest bytes.
+// ModuleSetRef names the controller's pinned module set: Digest is the
+// set digest (host/moduleset Manifest.Digest: 64 hex digits).
 type ModuleSetRef struct {
 	Digest string `json:"digest"`
 }

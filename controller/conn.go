@@ -1,0 +1,427 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"lemon/protocol"
+)
+
+// maxIDBytes bounds a request id and a method name.
+const maxIDBytes = 128
+
+// outFrame is one item of a connection's write queue: a text frame, or a
+// close frame (closeCode != 0) after which the writer closes the socket.
+type outFrame struct {
+	data      []byte
+	closeCode int
+	closeText string
+}
+
+// conn is one WebSocket connection, operator or node.
+type conn struct {
+	s        *Server
+	ws       *websocket.Conn
+	id       string
+	ctx      context.Context // cancelled when the connection ends
+	cancel   context.CancelFunc
+	out      chan outFrame
+	buffered atomic.Int64
+	done     chan struct{} // closed when the connection is closing
+	finished chan struct{} // closed when run has returned
+	once     sync.Once
+	closing  atomic.Bool // a close frame has been queued
+	eventMu  sync.Mutex  // orders seq with queue order
+	seq      uint64
+	inflight chan struct{}
+
+	// Set once by the handshake, before any concurrent handler starts.
+	connected  bool
+	role       string
+	scopes     []string
+	clientID   string
+	op         *operatorEntry
+	node       *nodeEntry
+	generation uint64
+	peerMax    int // node's advertised maxPayload (≤ controller's)
+
+	pmu     sync.Mutex
+	pending map[string]*call // node connections: invocations in flight
+	gone    bool             // node connection torn down; no new pending
+}
+
+func newConn(s *Server, ws *websocket.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		s:        s,
+		ws:       ws,
+		id:       randomHex(8),
+		ctx:      ctx,
+		cancel:   cancel,
+		out:      make(chan outFrame, 256),
+		done:     make(chan struct{}),
+		finished: make(chan struct{}),
+		inflight: make(chan struct{}, s.cfg.MaxInflight),
+		pending:  map[string]*call{},
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("controller: crypto/rand failed")
+	}
+	return hex.EncodeToString(b)
+}
+
+// run serves the connection until it ends, then tears it down.
+func (c *conn) run() {
+	defer close(c.finished)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writer()
+	}()
+	c.ws.SetPingHandler(func(appData string) error {
+		c.touch()
+		err := c.ws.WriteControl(websocket.PongMessage, []byte(appData), time.Now().Add(writeTimeout))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		return err
+	})
+	c.ws.SetPongHandler(func(string) error { c.touch(); return nil })
+	c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
+	c.readLoop()
+	if c.closing.Load() {
+		// A close frame is queued: let the writer deliver it (and what precedes it).
+		select {
+		case <-writerDone:
+		case <-time.After(writeTimeout):
+		}
+	}
+	c.closeWith(0, "")
+	c.teardown()
+	<-writerDone
+}
+
+func (c *conn) touch() {
+	if c.connected && !c.closing.Load() {
+		c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	}
+}
+
+// closeWith ends the connection. With a code, a close frame is queued
+// behind frames already queued (so an error response is delivered first).
+func (c *conn) closeWith(code int, text string) {
+	if code != 0 && c.closing.CompareAndSwap(false, true) {
+		select {
+		case c.out <- outFrame{closeCode: code, closeText: text}:
+			return // the writer closes after sending it
+		case <-c.done:
+			return
+		default:
+			// Queue full: close without the courtesy frame.
+		}
+	}
+	c.once.Do(func() {
+		close(c.done)
+		c.cancel()
+		c.ws.Close()
+	})
+}
+
+func (c *conn) writer() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case f := <-c.out:
+			c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if f.closeCode != 0 {
+				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
+				// The reader ends when the peer answers the close, or after a grace second.
+				c.ws.SetReadDeadline(time.Now().Add(time.Second))
+				return
+			}
+			err := c.ws.WriteMessage(websocket.TextMessage, f.data)
+			c.buffered.Add(-int64(len(f.data)))
+			if err != nil {
+				c.closeWith(0, "")
+				return
+			}
+		}
+	}
+}
+
+// send queues one frame. A peer whose queue exceeds MaxBufferedBytes is
+// disconnected. It reports whether the frame was queued.
+func (c *conn) send(data []byte) bool {
+	if c.buffered.Add(int64(len(data))) > int64(c.s.cfg.MaxBufferedBytes) {
+		c.buffered.Add(-int64(len(data)))
+		c.s.log.Warn("connection too slow; closing", "conn", c.id)
+		c.closeWith(0, "")
+		return false
+	}
+	select {
+	case c.out <- outFrame{data: data}:
+		return true
+	case <-c.done:
+		c.buffered.Add(-int64(len(data)))
+		return false
+	}
+}
+
+func (c *conn) sendJSON(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return c.send(b)
+}
+
+func (c *conn) respond(id string, payload any) bool {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return c.respondErr(id, protocol.Errorf(protocol.CodeInternal, "internal error"))
+	}
+	return c.respondRaw(id, b)
+}
+
+// respondRaw answers with a raw payload, refusing one that would make the
+// frame exceed the controller's maxPayload.
+func (c *conn) respondRaw(id string, payload json.RawMessage) bool {
+	b, err := json.Marshal(protocol.OKResponse(id, payload))
+	if err != nil {
+		return c.respondErr(id, protocol.Errorf(protocol.CodeInternal, "internal error"))
+	}
+	if len(b) > c.s.cfg.MaxPayload {
+		return c.respondErr(id, protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+			"the result does not fit the connection's maxPayload"))
+	}
+	return c.send(b)
+}
+
+func (c *conn) respondErr(id string, e *protocol.Error) bool {
+	return c.sendJSON(protocol.ErrResponse(id, e))
+}
+
+// sendEvent queues an event with the connection's next seq (from 1).
+func (c *conn) sendEvent(name string, payload any) bool {
+	p, err := json.Marshal(payload)
+	if err != nil {
+		return false
+	}
+	c.eventMu.Lock()
+	defer c.eventMu.Unlock()
+	c.seq++
+	b, err := json.Marshal(protocol.Event{Type: protocol.FrameEvent, Event: name, Seq: c.seq, Payload: p})
+	if err != nil {
+		return false
+	}
+	return c.send(b)
+}
+
+// readLoop reads frames until the connection fails or closes.
+func (c *conn) readLoop() {
+	max := c.s.cfg.MaxPayload
+	for {
+		mt, r, err := c.ws.NextReader()
+		if err != nil {
+			return
+		}
+		if mt != websocket.TextMessage {
+			c.respondErr(protocol.UnknownID, protocol.DomainError(protocol.CodeInvalidRequest,
+				protocol.DomainBinaryFrame, "binary frames are refused; send one JSON object per text frame"))
+			c.closeWith(websocket.CloseUnsupportedData, "binary frames are refused")
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+		if err != nil {
+			return
+		}
+		if len(data) > max {
+			c.respondErr(protocol.UnknownID, protocol.DomainError(protocol.CodeInvalidRequest,
+				protocol.DomainPayloadTooLarge, "frame exceeds maxPayload"))
+			c.closeWith(websocket.CloseMessageTooBig, "frame exceeds maxPayload")
+			return
+		}
+		c.touch()
+		if !c.handleFrame(data) {
+			return
+		}
+	}
+}
+
+// handleFrame processes one frame; false ends the read loop.
+func (c *conn) handleFrame(data []byte) bool {
+	if err := protocol.CheckJSONLimits(data); err != nil {
+		if errors.Is(err, protocol.ErrTooDeep) || errors.Is(err, protocol.ErrTooManyItems) {
+			c.respondErr(protocol.UnknownID, protocol.DomainError(protocol.CodeInvalidRequest,
+				protocol.DomainJSONLimits, "frame exceeds the JSON depth or item limits"))
+		} else {
+			c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame is not valid JSON"))
+		}
+		return true
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame must be a JSON object"))
+		return true
+	}
+	var req protocol.Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame could not be parsed"))
+		return true
+	}
+	id := req.ID
+	if id == "" || len(id) > maxIDBytes || !utf8.ValidString(id) {
+		id = protocol.UnknownID
+	}
+	switch req.Type {
+	case protocol.FrameReq:
+	case protocol.FrameEvent:
+		if c.connected && c.role == protocol.RoleNode {
+			return true // node events are accepted and ignored for now
+		}
+		c.respondErr(id, protocol.Errorf(protocol.CodeInvalidRequest, "only req frames are accepted"))
+		return true
+	default:
+		c.respondErr(id, protocol.Errorf(protocol.CodeInvalidRequest, "only req frames are accepted"))
+		return true
+	}
+	if id == protocol.UnknownID {
+		c.respondErr(id, protocol.Errorf(protocol.CodeInvalidRequest, "request id is missing or malformed"))
+		return true
+	}
+	if req.Method == "" || len(req.Method) > maxIDBytes {
+		c.respondErr(id, protocol.Errorf(protocol.CodeInvalidRequest, "request method is missing or malformed"))
+		return true
+	}
+	if !c.connected {
+		if req.Method != protocol.MethodConnect {
+			c.respondErr(id, protocol.Errorf(protocol.CodeHandshakeRequired, "the first request must be connect"))
+			return true
+		}
+		return c.handleConnect(id, req.Params)
+	}
+	if req.Method == protocol.MethodConnect {
+		c.respondErr(id, protocol.Errorf(protocol.CodeAlreadyConnected, "this connection is already connected"))
+		return true
+	}
+	if c.role == protocol.RoleOperator && c.op.limiter != nil && !c.op.limiter.Allow() {
+		c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,
+			"operator request rate exceeded").WithRetry(true, false))
+		return true
+	}
+	select {
+	case c.inflight <- struct{}{}:
+	default:
+		c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainTooManyInflight,
+			"too many requests in flight on this connection").WithRetry(true, false))
+		return true
+	}
+	go func() {
+		defer func() { <-c.inflight }()
+		if c.role == protocol.RoleNode {
+			c.handleNodeRequest(id, req.Method, req.Params, len(data))
+		} else {
+			c.handleOperatorRequest(id, req.Method, req.Params)
+		}
+	}()
+	return true
+}
+
+// handleConnect runs the handshake. It answers hello-ok, or an error; an
+// authentication failure closes the connection.
+func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
+	var p protocol.ConnectParams
+	if e := protocol.DecodeParams(raw, &p); e != nil {
+		c.respondErr(id, e)
+		return true
+	}
+	if len(p.Client.ID) > maxIDBytes || len(p.Client.Version) > 64 ||
+		!utf8.ValidString(p.Client.ID) || !utf8.ValidString(p.Client.Version) {
+		c.respondErr(id, protocol.InvalidParams("client", "client id or version is too long"))
+		return true
+	}
+	switch p.Role {
+	case protocol.RoleOperator:
+		if p.Node != nil {
+			c.respondErr(id, protocol.InvalidParams("node", "node is only for role node"))
+			return true
+		}
+		op, e := c.s.auth.operator(p.Auth.Token)
+		if e != nil {
+			c.s.log.Info("operator connect refused", "conn", c.id, "reason", e.DomainCode())
+			c.respondErr(id, e)
+			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
+			return false
+		}
+		scopes, e := grantScopes(op.scopes, p.Scopes)
+		if e != nil {
+			c.respondErr(id, e)
+			return true
+		}
+		c.op, c.role, c.scopes, c.clientID = op, protocol.RoleOperator, scopes, p.Client.ID
+		c.connected = true
+		c.touch()
+		c.sendJSON(c.s.hello(c, nil))
+		c.s.log.Info("operator connected", "conn", c.id, "operator", op.name)
+		return true
+	case protocol.RoleNode:
+		return c.connectNode(id, &p)
+	default:
+		c.respondErr(id, protocol.InvalidParams("role", `role must be "operator" or "node"`))
+		return true
+	}
+}
+
+// hello builds the hello-ok frame for a connected peer.
+func (s *Server) hello(c *conn, nodeID *string) any {
+	h := protocol.HelloOK{
+		Type:     protocol.FrameHelloOK,
+		Protocol: protocol.ProtocolVersion,
+		Server:   protocol.HelloServer{Version: s.cfg.Version, ConnID: c.id},
+		Policy: protocol.HelloPolicy{
+			MaxPayload:       s.cfg.MaxPayload,
+			MaxBufferedBytes: s.cfg.MaxBufferedBytes,
+			TickIntervalMs:   protocol.PingIntervalMs,
+		},
+		Auth: protocol.HelloAuth{Role: c.role, Scopes: c.scopes, ClientID: c.clientID},
+	}
+	if c.role == protocol.RoleNode {
+		h.Features = protocol.HelloFeatures{
+			Methods: []string{protocol.MethodInvokeResult, protocol.MethodModulesManifest, protocol.MethodModulesFetch},
+			Events:  []string{protocol.EventInvokeRequest, protocol.EventInvokeCancel},
+		}
+		h.Auth.NodeID = *nodeID
+		nh := protocol.NodeHelloOK{HelloOK: h}
+		if s.modules != nil {
+			nh.ModuleSet = &protocol.ModuleSetRef{Digest: s.modules.Digest()}
+		}
+		return nh
+	}
+	h.Features = protocol.HelloFeatures{Methods: operatorMethods(), Events: []string{protocol.EventPairResolved}}
+	return h
+}
+
+// teardown runs once the connection has ended.
+func (c *conn) teardown() {
+	c.abandon()
+	if c.node != nil {
+		c.s.reg.detach(c.node, c)
+		c.s.log.Info("node disconnected", "conn", c.id, "node", c.node.rec.ID)
+	}
+}

@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+
+	"lemon/protocol"
+)
+
+// controllerMethods are the operator methods the controller serves itself,
+// with the scope each needs.
+var controllerMethods = map[string]string{
+	protocol.MethodNodeList:         protocol.ScopeRead,
+	protocol.MethodNodeDescribe:     protocol.ScopeRead,
+	protocol.MethodNodeInvoke:       protocol.ScopeAdmin,
+	protocol.MethodNodeRename:       protocol.ScopeWrite,
+	protocol.MethodPairRequest:      protocol.ScopePairing,
+	protocol.MethodPairApprove:      protocol.ScopePairing,
+	protocol.MethodPairReject:       protocol.ScopePairing,
+	protocol.MethodPairList:         protocol.ScopePairing,
+	protocol.MethodConnectChallenge: protocol.ScopePairing,
+}
+
+// nodeOnlyMethods are requests only a node session may send.
+var nodeOnlyMethods = map[string]bool{
+	protocol.MethodInvokeResult:    true,
+	protocol.MethodModulesManifest: true,
+	protocol.MethodModulesFetch:    true,
+}
+
+// operatorMethods lists what an operator can call, for hello-ok.
+func operatorMethods() []string {
+	out := make([]string, 0, len(controllerMethods))
+	for m := range controllerMethods {
+		out = append(out, m)
+	}
+	out = append(out, protocol.MethodNames()...)
+	sort.Strings(out)
+	return out
+}
+
+// requireScope answers FORBIDDEN unless the connection holds scope.
+func (c *conn) requireScope(id, scope string) bool {
+	if protocol.HasScope(c.scopes, scope) {
+		return true
+	}
+	c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method requires scope %s", scope))
+	return false
+}
+
+// handleOperatorRequest serves one request of a connected operator.
+func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) {
+	if scope, ok := controllerMethods[method]; ok {
+		if !c.requireScope(id, scope) {
+			return
+		}
+		switch method {
+		case protocol.MethodNodeList:
+			var p protocol.NodeListParams
+			if e := protocol.DecodeParams(params, &p); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			c.respond(id, c.s.reg.list())
+		case protocol.MethodNodeDescribe:
+			var p protocol.NodeDescribeParams
+			if e := protocol.DecodeParams(params, &p); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			if e := protocol.RequireNodeID(p.NodeID); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			d, e := c.s.reg.describe(p.NodeID)
+			if e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			c.respond(id, d)
+		case protocol.MethodNodeInvoke:
+			c.genericInvoke(id, params)
+		default:
+			c.handlePairing(id, method, params)
+		}
+		return
+	}
+	if nodeOnlyMethods[method] {
+		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method is for node sessions"))
+		return
+	}
+	spec, ok := protocol.LookupMethod(method)
+	if !ok {
+		c.respondErr(id, protocol.Errorf(protocol.CodeMethodNotFound, "unknown method"))
+		return
+	}
+	scope, ok := protocol.RequiredScope(method)
+	if !ok {
+		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method has no scope rule and is refused"))
+		return
+	}
+	if !c.requireScope(id, scope) {
+		return
+	}
+	c.routeNodeMethod(id, spec, params)
+}
+
+// genericInvoke serves node.invoke {nodeId, method, args}: args are the
+// inner method's params; nodeId is added to them when absent and must
+// match when present. Methods marked NoGenericInvoke are refused.
+func (c *conn) genericInvoke(id string, params json.RawMessage) {
+	var p protocol.NodeInvokeParams
+	if e := protocol.DecodeParams(params, &p); e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	if e := protocol.RequireNodeID(p.NodeID); e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	if p.Method == "" {
+		c.respondErr(id, protocol.InvalidParams("method", "method is required"))
+		return
+	}
+	spec, ok := protocol.LookupMethod(p.Method)
+	if !ok {
+		c.respondErr(id, protocol.InvalidParams("method", "method is not a known node method"))
+		return
+	}
+	if spec.NoGenericInvoke {
+		c.respondErr(id, protocol.DomainError(protocol.CodeForbidden, protocol.DomainGenericInvokeRefused,
+			"this method cannot be called through node.invoke; call it directly"))
+		return
+	}
+	scope, ok := protocol.RequiredScope(p.Method)
+	if !ok {
+		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method has no scope rule and is refused"))
+		return
+	}
+	if !c.requireScope(id, scope) {
+		return
+	}
+	args := bytes.TrimSpace(p.Args)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if args[0] != '{' || json.Unmarshal(args, &fields) != nil {
+		c.respondErr(id, protocol.InvalidParams("args", "args must be a JSON object"))
+		return
+	}
+	if raw, ok := fields["nodeId"]; ok {
+		var inner string
+		if json.Unmarshal(raw, &inner) != nil || inner != p.NodeID {
+			c.respondErr(id, protocol.InvalidParams("args.nodeId", "args.nodeId must equal nodeId"))
+			return
+		}
+	} else {
+		nid, _ := json.Marshal(p.NodeID)
+		// Prepend nodeId to the object without reordering the caller's fields.
+		rest := bytes.TrimSpace(args[1:])
+		var b bytes.Buffer
+		b.WriteString(`{"nodeId":`)
+		b.Write(nid)
+		if len(rest) > 0 && rest[0] != '}' {
+			b.WriteByte(',')
+		}
+		b.Write(rest)
+		args = b.Bytes()
+	}
+	c.routeNodeMethod(id, spec, args)
+}
+
+// handleNodeRequest serves one request of a connected node.
+func (c *conn) handleNodeRequest(id, method string, params json.RawMessage, frameLen int) {
+	switch method {
+	case protocol.MethodInvokeResult:
+		c.handleInvokeResult(id, params, frameLen)
+	case protocol.MethodModulesManifest:
+		c.handleModulesManifest(id, params)
+	case protocol.MethodModulesFetch:
+		c.handleModulesFetch(id, params)
+	default:
+		if _, ok := controllerMethods[method]; ok {
+			c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "node sessions hold no operator scopes"))
+			return
+		}
+		if _, ok := protocol.LookupMethod(method); ok {
+			c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "node sessions hold no operator scopes"))
+			return
+		}
+		c.respondErr(id, protocol.Errorf(protocol.CodeMethodNotFound, "unknown method"))
+	}
+}

@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"lemon/host/moduleset"
+	"lemon/protocol"
+)
+
+// ModuleSet is the version-pinned module set the controller serves to
+// nodes (DESIGN §8): the manifest, its digest, and each module's bytes,
+// verified against the manifest when built.
+type ModuleSet struct {
+	manifestJSON []byte
+	digest       string
+	bySHA        map[string][]byte
+}
+
+// NewModuleSet pins a manifest and the bytes of its modules (keyed by
+// family), verifying every module's size and sha256.
+func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*ModuleSet, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}}
+	for _, mod := range m.Modules {
+		b, ok := bytesByFamily[mod.Family]
+		if !ok {
+			return nil, fmt.Errorf("module set: family %s has no bytes", mod.Family)
+		}
+		if err := mod.Verify(b); err != nil {
+			return nil, err
+		}
+		ms.bySHA[mod.SHA256] = b
+	}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	ms.manifestJSON = mj
+	return ms, nil
+}
+
+// LoadModuleSet reads and verifies a module set from fsys (manifest.json
+// plus module files, as build.sh writes them).
+func LoadModuleSet(fsys fs.FS) (*ModuleSet, error) {
+	m, b, err := moduleset.Load(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return NewModuleSet(m, b)
+}
+
+// LoadModuleSetDir is LoadModuleSet over a directory.
+func LoadModuleSetDir(dir string) (*ModuleSet, error) { return LoadModuleSet(os.DirFS(dir)) }
+
+// Digest is the set digest (moduleset.Manifest.Digest) sent in a node's hello-ok.
+func (m *ModuleSet) Digest() string { return m.digest }
+
+// fetchOverhead is reserved in a fetch response for the frame envelope.
+const fetchOverhead = 1024
+
+// maxFetchChunk is the most decoded bytes whose base64 fits limit.
+func maxFetchChunk(limit int) int64 {
+	n := int64(limit-fetchOverhead) / 4 * 3
+	if n < 3 {
+		n = 3
+	}
+	return n
+}
+
+func (c *conn) handleModulesManifest(id string, params json.RawMessage) {
+	var p protocol.ModulesManifestParams
+	if e := protocol.DecodeParams(params, &p); e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	ms := c.s.modules
+	if ms == nil {
+		c.respondErr(id, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleSetUnavailable,
+			"this controller pins no module set"))
+		return
+	}
+	c.respond(id, protocol.ModulesManifestResult{Digest: ms.digest, Manifest: ms.manifestJSON})
+}
+
+// handleModulesFetch answers one chunk of a pinned module. A chunk is
+// never longer than what fits the smaller of the controller's and the
+// node's maxPayload in base64; a node reads on until eof.
+func (c *conn) handleModulesFetch(id string, params json.RawMessage) {
+	var p protocol.ModulesFetchParams
+	if e := protocol.DecodeParams(params, &p); e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 || hex.EncodeToString(b) != p.SHA256 {
+		c.respondErr(id, protocol.InvalidParams("sha256", "sha256 must be 64 lowercase hex digits"))
+		return
+	}
+	ms := c.s.modules
+	if ms == nil {
+		c.respondErr(id, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleSetUnavailable,
+			"this controller pins no module set"))
+		return
+	}
+	data, ok := ms.bySHA[p.SHA256]
+	if !ok {
+		c.respondErr(id, protocol.DomainError(protocol.CodeNotFound, protocol.DomainModuleNotInSet,
+			"no module of the pinned set has this sha256"))
+		return
+	}
+	size := int64(len(data))
+	if p.Offset < 0 || p.Offset > size {
+		c.respondErr(id, protocol.InvalidParams("offset", "offset must be between 0 and the module size"))
+		return
+	}
+	if p.Length < 0 {
+		c.respondErr(id, protocol.InvalidParams("length", "length must not be negative"))
+		return
+	}
+	n := maxFetchChunk(min(c.s.cfg.MaxPayload, c.peerMax))
+	if p.Length > 0 && p.Length < n {
+		n = p.Length
+	}
+	n = min(n, size-p.Offset)
+	chunk := data[p.Offset : p.Offset+n]
+	c.respond(id, protocol.ModulesFetchResult{
+		SHA256:     p.SHA256,
+		Offset:     p.Offset,
+		Length:     n,
+		Size:       size,
+		EOF:        p.Offset+n >= size,
+		DataBase64: base64.StdEncoding.EncodeToString(chunk),
+	})
+}

@@ -1,0 +1,396 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gorilla/websocket"
+
+	"lemon/protocol"
+)
+
+// WebSocket close codes the controller uses beyond RFC 6455's.
+const (
+	// CloseSessionReplaced: a newer connection of the same node took over.
+	CloseSessionReplaced = 4001
+	// CloseSessionRevoked: the node re-paired; this session is revoked.
+	CloseSessionRevoked = 4002
+)
+
+// nodeRecord is the durable part of a node.
+type nodeRecord struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Identity    string `json:"identity"` // protocol.NodeIdentityToken / NodeIdentityPaired
+	CreatedAtMs int64  `json:"createdAtMs"`
+	// Generation is the node's session generation: for a paired node that of
+	// its newest session (connect.challenge increments it); for a token
+	// node it increments at every connect.
+	Generation uint64 `json:"generation"`
+	// RecoveryHash is hex sha256 of the recovery credential (paired nodes).
+	RecoveryHash string `json:"recoveryHash,omitempty"`
+	LastSeenAtMs int64  `json:"lastSeenAtMs,omitempty"`
+	// The last connection's advertise, for node.describe of an offline node.
+	Methods         map[string]int          `json:"methods,omitempty"`
+	ModuleSetDigest string                  `json:"moduleSetDigest,omitempty"`
+	MaxPayload      int                     `json:"maxPayload,omitempty"`
+	Capabilities    []string                `json:"capabilities,omitempty"`
+	Client          *protocol.ConnectClient `json:"client,omitempty"`
+}
+
+// nodeEntry is a node in memory: its record and its live connection.
+type nodeEntry struct {
+	rec           nodeRecord
+	live          *conn
+	liveGen       uint64
+	connectedAtMs int64
+}
+
+// registry holds nodes, sessions and pairings; every change is written
+// through to the store. One mutex guards it all.
+type registry struct {
+	s  *Server
+	st *store
+
+	mu       sync.Mutex
+	nodes    map[string]*nodeEntry     // nodeId →
+	names    map[string]string         // lower-case name → nodeId
+	sessions map[string]*sessionRecord // hex sha256(token) →
+	pairings map[string]*pairingRecord // pairingId →
+	codes    map[string]string         // pairing code → pairingId
+}
+
+func newRegistry(s *Server, st *store) (*registry, error) {
+	r := &registry{
+		s: s, st: st,
+		nodes:    map[string]*nodeEntry{},
+		names:    map[string]string{},
+		sessions: map[string]*sessionRecord{},
+		pairings: map[string]*pairingRecord{},
+		codes:    map[string]string{},
+	}
+	err := st.load(bucketNodes, func(k string, v []byte) error {
+		var rec nodeRecord
+		if err := json.Unmarshal(v, &rec); err != nil || rec.ID != k {
+			return fmt.Errorf("controller: corrupt node record in the durable store")
+		}
+		r.nodes[rec.ID] = &nodeEntry{rec: rec}
+		r.names[nameKey(rec.Name)] = rec.ID
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadPairingState(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// nameKey is the uniqueness key of a node name: names are unique
+// case-insensitively after trimming.
+func nameKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+
+func (r *registry) nowMs() int64 { return r.s.now().UnixMilli() }
+
+// tokenNodeID derives the durable ID of an interim token node from its
+// name, so it survives restarts without a state directory.
+func tokenNodeID(name string) string {
+	h := sha256.Sum256([]byte("lemon interim node\x00" + nameKey(name)))
+	return "node-" + hex.EncodeToString(h[:16])
+}
+
+// ensureTokenNode registers the node of an interim node token (offline).
+func (r *registry) ensureTokenNode(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.names[nameKey(name)]; ok {
+		if r.nodes[id].rec.Identity != protocol.NodeIdentityToken {
+			return fmt.Errorf("controller: node token name %q is held by a paired node", name)
+		}
+		return nil
+	}
+	rec := nodeRecord{ID: tokenNodeID(name), Name: name, Identity: protocol.NodeIdentityToken, CreatedAtMs: r.nowMs()}
+	if err := r.st.apply(op{bucketNodes, rec.ID, rec}); err != nil {
+		return fmt.Errorf("controller: durable store write failed: %w", err)
+	}
+	r.nodes[rec.ID] = &nodeEntry{rec: rec}
+	r.names[nameKey(name)] = rec.ID
+	return nil
+}
+
+// nodeAuth is the outcome of authenticating a node connection.
+type nodeAuth struct {
+	entry      *nodeEntry
+	generation uint64
+	session    string // hex session hash, "" for an interim token
+}
+
+// authenticateNode checks a node's token (interim token first, then a
+// paired session), and its claimed identity. The caller holds no lock.
+func (r *registry) authenticateNode(token string, adv *protocol.NodeAdvertise) (nodeAuth, *protocol.Error) {
+	unauthorized := protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainOperatorAuthInvalid,
+		"the node token was not accepted")
+	if token == "" {
+		return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainOperatorAuthMissing,
+			"a node token is required")
+	}
+	if len(token) > MaxTokenBytes {
+		return nodeAuth{}, unauthorized
+	}
+	h := HashToken(token)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var e *nodeEntry
+	var a nodeAuth
+	if cred, ok := r.s.auth.nodeToken(h); ok {
+		e = r.nodes[r.names[nameKey(cred.Name)]]
+		if e == nil {
+			return nodeAuth{}, unauthorized
+		}
+		a = nodeAuth{entry: e, generation: e.rec.Generation + 1}
+	} else {
+		key := hex.EncodeToString(h[:])
+		sess, ok := r.sessions[key]
+		if !ok {
+			return nodeAuth{}, unauthorized
+		}
+		if sess.ExpiresAtMs <= r.nowMs() {
+			return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionExpired,
+				"the node session has expired; pair again with the recovery credential")
+		}
+		e = r.nodes[sess.NodeID]
+		if e == nil || sess.Generation != e.rec.Generation {
+			return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
+				"the node session was revoked by a newer pairing")
+		}
+		a = nodeAuth{entry: e, generation: sess.Generation, session: key}
+	}
+	if adv.NodeID != "" && adv.NodeID != e.rec.ID {
+		return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainNodeIdentityMismatch,
+			"the node token belongs to another node")
+	}
+	if e.rec.Identity == protocol.NodeIdentityToken && adv.Name != "" && nameKey(adv.Name) != nameKey(e.rec.Name) {
+		return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainNodeIdentityMismatch,
+			"the node token is bound to another node name")
+	}
+	return a, nil
+}
+
+// attach makes c the live connection of a.entry (after queueing hello via
+// beforeLive, so no event can precede it) and returns the connection it
+// replaced, if any. It fails if the session was revoked meanwhile.
+func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, client protocol.ConnectClient, beforeLive func()) (*conn, *protocol.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := a.entry
+	if r.nodes[e.rec.ID] != e {
+		return nil, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked, "the node is no longer registered")
+	}
+	if a.session != "" {
+		if s, ok := r.sessions[a.session]; !ok || s.Generation != e.rec.Generation {
+			return nil, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
+				"the node session was revoked by a newer pairing")
+		}
+	} else {
+		e.rec.Generation = a.generation
+	}
+	now := r.nowMs()
+	e.rec.Methods = adv.Methods
+	e.rec.ModuleSetDigest = adv.ModuleSetDigest
+	e.rec.MaxPayload = c.peerMax
+	e.rec.Capabilities = adv.Capabilities
+	cl := client
+	e.rec.Client = &cl
+	e.rec.LastSeenAtMs = now
+	if err := r.st.apply(op{bucketNodes, e.rec.ID, e.rec}); err != nil {
+		r.s.log.Error("durable store write failed", "err", err)
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "the controller's store is unavailable").WithRetry(true, false)
+	}
+	beforeLive()
+	old := e.live
+	e.live, e.liveGen, e.connectedAtMs = c, a.generation, now
+	return old, nil
+}
+
+// detach marks the node offline if c is still its live connection.
+func (r *registry) detach(e *nodeEntry, c *conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.live != c {
+		return
+	}
+	e.live, e.liveGen, e.connectedAtMs = nil, 0, 0
+	e.rec.LastSeenAtMs = r.nowMs()
+	if r.nodes[e.rec.ID] == e {
+		if err := r.st.apply(op{bucketNodes, e.rec.ID, e.rec}); err != nil {
+			r.s.log.Error("durable store write failed", "err", err)
+		}
+	}
+}
+
+// pin resolves nodeID to its live connection and session generation for
+// a call of spec: NOT_FOUND for an unknown node, UNAVAILABLE node_offline
+// when it has no live connection, UNAVAILABLE node_method_unavailable when
+// it did not advertise the method at spec.Version.
+func (r *registry) pin(nodeID string, spec protocol.MethodSpec) (*conn, uint64, *protocol.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.nodes[nodeID]
+	if !ok {
+		return nil, 0, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+	}
+	if e.live == nil {
+		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeOffline,
+			"the node is offline").WithRetry(true, false)
+	}
+	if v, ok := e.rec.Methods[spec.Name]; !ok || v != spec.Version {
+		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable,
+			"the node does not serve this method at the required version").WithRetry(true, false)
+	}
+	return e.live, e.liveGen, nil
+}
+
+// stillServes reports whether c with generation gen is still the node's
+// live connection and session generation.
+func (r *registry) stillServes(nodeID string, c *conn, gen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.nodes[nodeID]
+	return ok && e.live == c && e.liveGen == gen && e.rec.Generation == gen && !c.isGone()
+}
+
+func (e *nodeEntry) summary() protocol.NodeSummary {
+	return protocol.NodeSummary{
+		NodeID:        e.rec.ID,
+		Name:          e.rec.Name,
+		Online:        e.live != nil,
+		Identity:      e.rec.Identity,
+		ConnectedAtMs: e.connectedAtMs,
+		LastSeenAtMs:  e.rec.LastSeenAtMs,
+	}
+}
+
+func (r *registry) list() protocol.NodeListResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := protocol.NodeListResult{Nodes: make([]protocol.NodeSummary, 0, len(r.nodes))}
+	for _, e := range r.nodes {
+		out.Nodes = append(out.Nodes, e.summary())
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool {
+		a, b := nameKey(out.Nodes[i].Name), nameKey(out.Nodes[j].Name)
+		if a != b {
+			return a < b
+		}
+		return out.Nodes[i].NodeID < out.Nodes[j].NodeID
+	})
+	return out
+}
+
+func (r *registry) describe(nodeID string) (protocol.NodeDescription, *protocol.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.nodes[nodeID]
+	if !ok {
+		return protocol.NodeDescription{}, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+	}
+	d := protocol.NodeDescription{
+		NodeSummary:     e.summary(),
+		Methods:         e.rec.Methods,
+		ModuleSetDigest: e.rec.ModuleSetDigest,
+		MaxPayload:      e.rec.MaxPayload,
+		Capabilities:    e.rec.Capabilities,
+		Client:          e.rec.Client,
+	}
+	if d.Methods == nil {
+		d.Methods = map[string]int{}
+	}
+	return d, nil
+}
+
+// connectNode runs the node side of the handshake.
+func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
+	adv := p.Node
+	if adv == nil {
+		c.respondErr(id, protocol.InvalidParams("node", "node is required for role node"))
+		return true
+	}
+	if len(p.Scopes) > 0 {
+		c.respondErr(id, protocol.InvalidParams("scopes", "a node session holds fixed scopes"))
+		return true
+	}
+	if e := validateAdvertise(adv); e != nil {
+		c.respondErr(id, e)
+		return true
+	}
+	a, e := c.s.reg.authenticateNode(p.Auth.Token, adv)
+	if e != nil {
+		c.s.log.Info("node connect refused", "conn", c.id, "reason", e.DomainCode())
+		c.respondErr(id, e)
+		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
+		return false
+	}
+	c.peerMax = c.s.cfg.MaxPayload
+	if adv.MaxPayload > 0 && adv.MaxPayload < c.peerMax {
+		c.peerMax = adv.MaxPayload
+	}
+	c.role, c.scopes, c.clientID = protocol.RoleNode, []string{protocol.ScopeNodeInvoke, protocol.ScopeNodeEvent}, p.Client.ID
+	c.node, c.generation = a.entry, a.generation
+	nodeID := a.entry.rec.ID
+	old, e := c.s.reg.attach(a, c, adv, p.Client, func() {
+		c.connected = true
+		c.touch()
+		c.sendJSON(c.s.hello(c, &nodeID))
+	})
+	if e != nil {
+		c.connected = false
+		c.node = nil
+		c.respondErr(id, e)
+		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
+		return false
+	}
+	if old != nil {
+		old.abandon()
+		old.closeWith(CloseSessionReplaced, "replaced by a newer connection of this node")
+	}
+	c.s.log.Info("node connected", "conn", c.id, "node", nodeID)
+	return true
+}
+
+// validateAdvertise bounds what a node declares in connect.
+func validateAdvertise(adv *protocol.NodeAdvertise) *protocol.Error {
+	if adv.Name != "" {
+		if _, e := protocol.NormalizeNodeName("node.name", adv.Name); e != nil {
+			return e
+		}
+	}
+	if adv.NodeID != "" {
+		if e := protocol.RequireNodeID(adv.NodeID); e != nil {
+			return protocol.InvalidParams("node.nodeId", "node.nodeId is malformed")
+		}
+	}
+	if e := protocol.ValidateAdvertisedMethods("node.methods", adv.Methods); e != nil {
+		return e
+	}
+	if len(adv.ModuleSetDigest) > 128 {
+		return protocol.InvalidParams("node.moduleSetDigest", "node.moduleSetDigest is too long")
+	}
+	if adv.MaxPayload < 0 || (adv.MaxPayload > 0 && adv.MaxPayload < 1024) {
+		return protocol.InvalidParams("node.maxPayload", "node.maxPayload must be at least 1024 bytes")
+	}
+	if len(adv.Capabilities) > 64 {
+		return protocol.InvalidParams("node.capabilities", "too many capabilities")
+	}
+	for _, cp := range adv.Capabilities {
+		if cp == "" || len(cp) > 64 {
+			return protocol.InvalidParams("node.capabilities", "malformed capability")
+		}
+	}
+	return nil
+}

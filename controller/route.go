@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"lemon/protocol"
+)
+
+// call is one node invocation in flight, registered on the node's pinned
+// connection until its result, timeout, cancel or a disconnect.
+type call struct {
+	invokeID string
+	method   string
+	result   chan callOutcome // buffered 1; receives exactly one outcome
+}
+
+type callOutcome struct {
+	payload json.RawMessage
+	err     *protocol.Error
+}
+
+func newCall(method string) *call {
+	return &call{invokeID: randomHex(16), method: method, result: make(chan callOutcome, 1)}
+}
+
+// finish delivers the outcome; only the first outcome counts.
+func (cl *call) finish(o callOutcome) {
+	select {
+	case cl.result <- o:
+	default:
+	}
+}
+
+// uncertain returns err with the retry classification of a call whose
+// outcome is unknown: pure reads are retry-safe and cannot have mutated
+// anything; every other method may have applied.
+func uncertain(method string, err *protocol.Error) *protocol.Error {
+	if protocol.PureRead(method) {
+		return err.WithRetry(true, false)
+	}
+	return err.WithRetry(false, true)
+}
+
+func disconnectError(method string) *protocol.Error {
+	return uncertain(method, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeDisconnected,
+		"the node disconnected before answering"))
+}
+
+func notDispatched() *protocol.Error {
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeOffline,
+		"the node went offline before the request was delivered").WithRetry(true, false)
+}
+
+// addPending registers cl on a node connection; false once it is gone.
+func (c *conn) addPending(cl *call) bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.gone {
+		return false
+	}
+	c.pending[cl.invokeID] = cl
+	return true
+}
+
+// takePending removes and returns the call of invokeID, or nil.
+func (c *conn) takePending(invokeID string) *call {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	cl := c.pending[invokeID]
+	delete(c.pending, invokeID)
+	return cl
+}
+
+func (c *conn) isGone() bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.gone
+}
+
+// abandon fails every call in flight on a node connection that is being
+// replaced or revoked, before its socket finishes closing.
+func (c *conn) abandon() {
+	c.pmu.Lock()
+	c.gone = true
+	pend := c.pending
+	c.pending = map[string]*call{}
+	c.pmu.Unlock()
+	for _, cl := range pend {
+		cl.finish(callOutcome{err: disconnectError(cl.method)})
+	}
+}
+
+// routeNodeMethod validates params against spec, resolves and pins the
+// node, delivers node.invoke.request and answers the caller with the
+// node's result (DESIGN §2). Scope was checked by the caller.
+func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.RawMessage) {
+	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+		params = json.RawMessage("{}")
+	}
+	if t := bytes.TrimSpace(params); t[0] != '{' {
+		c.respondErr(id, protocol.InvalidParams("", "params must be a JSON object"))
+		return
+	}
+	if spec.Validate != nil {
+		if e := spec.Validate(params); e != nil {
+			c.respondErr(id, e)
+			return
+		}
+	}
+	var target struct {
+		NodeID json.RawMessage `json:"nodeId"`
+	}
+	if err := json.Unmarshal(params, &target); err != nil {
+		c.respondErr(id, protocol.InvalidParams("", "params must be a JSON object"))
+		return
+	}
+	var nodeID string
+	if len(target.NodeID) > 0 && json.Unmarshal(target.NodeID, &nodeID) != nil {
+		c.respondErr(id, protocol.InvalidParams("nodeId", "nodeId must be a string"))
+		return
+	}
+	if e := protocol.RequireNodeID(nodeID); e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	node, gen, e := c.s.reg.pin(nodeID, spec)
+	if e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	broker := spec.BrokerDeadline(params)
+	cl := newCall(spec.Name)
+	if !node.addPending(cl) {
+		c.respondErr(id, notDispatched())
+		return
+	}
+	ev := protocol.InvokeRequest{
+		InvokeID:          cl.invokeID,
+		NodeID:            nodeID,
+		Method:            spec.Name,
+		Args:              params,
+		TimeoutMs:         broker.Milliseconds(),
+		SessionGeneration: gen,
+	}
+	if !node.sendEvent(protocol.EventInvokeRequest, ev) {
+		node.takePending(cl.invokeID)
+		c.respondErr(id, notDispatched())
+		return
+	}
+	timer := time.NewTimer(broker + spec.CallerSlack)
+	defer timer.Stop()
+	select {
+	case o := <-cl.result:
+		if o.err != nil {
+			c.respondErr(id, o.err)
+			return
+		}
+		if h := c.s.hookAfterResult.Load(); h != nil {
+			(*h)()
+		}
+		if spec.RecheckSession != nil && spec.RecheckSession(params) && !c.s.reg.stillServes(nodeID, node, gen) {
+			c.respondErr(id, protocol.DomainError(protocol.CodeConflict, protocol.DomainPrivateProofAckChanged,
+				"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
+			return
+		}
+		c.respondRaw(id, o.payload)
+	case <-timer.C:
+		if node.takePending(cl.invokeID) != nil {
+			node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
+		}
+		c.respondErr(id, uncertain(spec.Name, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")))
+	case <-c.ctx.Done():
+		// The caller disconnected: cancel the node's work.
+		if node.takePending(cl.invokeID) != nil {
+			node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
+		}
+	}
+}
+
+// handleInvokeResult takes a node's node.invoke.result. Only the
+// connection the call was pinned to can answer it.
+func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen int) {
+	var p protocol.InvokeResult
+	if e := protocol.DecodeParams(params, &p); e != nil {
+		// Still fail the call if its id is readable, so the caller is not left waiting.
+		var idOnly struct {
+			InvokeID string `json:"invokeId"`
+		}
+		if json.Unmarshal(params, &idOnly) == nil && idOnly.InvokeID != "" {
+			if cl := c.takePending(idOnly.InvokeID); cl != nil {
+				cl.finish(callOutcome{err: uncertain(cl.method, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
+			}
+		}
+		c.respondErr(id, e)
+		return
+	}
+	cl := c.takePending(p.InvokeID)
+	if cl == nil {
+		c.respondErr(id, protocol.Errorf(protocol.CodeNotFound, "no invocation in flight has this invokeId on this connection"))
+		return
+	}
+	if frameLen > c.peerMax {
+		cl.finish(callOutcome{err: uncertain(cl.method, protocol.DomainError(protocol.CodeInternal,
+			protocol.DomainPayloadTooLarge, "the node's result exceeds the maxPayload it advertised"))})
+		c.respondErr(id, protocol.DomainError(protocol.CodeInvalidRequest, protocol.DomainPayloadTooLarge,
+			"result exceeds the maxPayload this node advertised"))
+		return
+	}
+	hasResult := len(p.Result) > 0 && string(bytes.TrimSpace(p.Result)) != "null"
+	if hasResult == (p.Error != nil) {
+		cl.finish(callOutcome{err: uncertain(cl.method, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
+		c.respondErr(id, protocol.InvalidParams("result", "exactly one of result and error is required"))
+		return
+	}
+	if p.Error != nil {
+		cl.finish(callOutcome{err: sanitizeNodeError(p.Error)})
+	} else {
+		cl.finish(callOutcome{payload: p.Result})
+	}
+	c.respond(id, protocol.NodeInvokeResultAck{Accepted: true})
+}
+
+var protocolCodes = map[string]bool{
+	protocol.CodeInvalidRequest: true, protocol.CodeInvalidParams: true, protocol.CodeMethodNotFound: true,
+	protocol.CodeUnauthorized: true, protocol.CodeForbidden: true, protocol.CodeNotFound: true,
+	protocol.CodeConflict: true, protocol.CodeRateLimited: true, protocol.CodeTimeout: true,
+	protocol.CodeInternal: true, protocol.CodeNotImplemented: true, protocol.CodeUnavailable: true,
+}
+
+// sanitizeNodeError bounds what a node's error may carry to the caller:
+// a known protocol code, a short UTF-8 message, a domain code of
+// [a-z0-9_], a field name, and the retry classification.
+func sanitizeNodeError(e *protocol.Error) *protocol.Error {
+	out := &protocol.Error{Code: e.Code, Message: e.Message}
+	if !protocolCodes[out.Code] {
+		out.Code = protocol.CodeInternal
+	}
+	if len(out.Message) > 1024 || !utf8.ValidString(out.Message) || out.Message == "" {
+		out.Message = "the node reported an error"
+	}
+	if d := e.Details; d != nil {
+		nd := &protocol.ErrorDetails{RetrySafe: d.RetrySafe, MutationMayHaveApplied: d.MutationMayHaveApplied}
+		if isDomainCode(d.Code) {
+			nd.Code = d.Code
+		}
+		if len(d.Field) <= 64 && utf8.ValidString(d.Field) {
+			nd.Field = d.Field
+		}
+		out.Details = nd
+	}
+	return out
+}
+
+func isDomainCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b == '_' || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9')) {
+			return false
+		}
+	}
+	return true
+}

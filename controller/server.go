@@ -1,0 +1,318 @@
+// Package controller is the control plane's /ws server (DESIGN §1–§3, §8):
+// the connect/hello-ok handshake, operator authentication and scopes, the
+// node registry (online/offline, durable node IDs, unique trimmed names),
+// routing of node methods to the node's pinned live connection as
+// node.invoke.request events and node.invoke.result replies, deadlines and
+// cancellation, payload limits, and serving the pinned module set to nodes.
+//
+// Use New with a Config, then Serve on a listener (or mount Handler on your
+// own HTTP server), and Close to stop. Every WebSocket has one writer
+// goroutine; requests on one connection are handled concurrently.
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
+
+	"lemon/protocol"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Operators are the operator credentials (token hashes and scopes).
+	Operators []OperatorCredential
+	// NodeTokens are the interim node credentials, bound to node names.
+	NodeTokens []NodeCredential
+	// MaxPayload is the largest frame accepted, in bytes (default 1 MiB).
+	MaxPayload int
+	// MaxBufferedBytes bounds the bytes queued for one connection's writer;
+	// a peer that falls further behind is disconnected (default 16 MiB).
+	MaxBufferedBytes int
+	// MaxInflight bounds concurrent requests per connection (default 256);
+	// beyond it a request gets RATE_LIMITED with retrySafe:true.
+	MaxInflight int
+	// RequestsPerSecond and Burst rate-limit each operator credential
+	// across its connections; 0 means unlimited.
+	RequestsPerSecond float64
+	Burst             int
+	// ModuleSet is the pinned module set served to nodes; nil serves none.
+	ModuleSet *ModuleSet
+	// StateDir holds the durable store (node registry, pairings, hashed
+	// session and recovery credentials). Empty keeps state in memory only.
+	StateDir string
+	// TLS, when set, makes Serve speak TLS (wss://).
+	TLS *tls.Config
+	// Version is reported in hello-ok server.version.
+	Version string
+	// IdleTimeout closes a connection that sends nothing, not even a ping,
+	// for this long (default 75 s: three 25 s ping intervals).
+	IdleTimeout time.Duration
+	// HandshakeTimeout closes a connection that has not connected in time (default 10 s).
+	HandshakeTimeout time.Duration
+	// Logger receives content-free connection events (default: discard).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests move it for expiry.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultMaxBufferedBytes = 16 << 20
+	DefaultMaxInflight      = 256
+	DefaultIdleTimeout      = 75 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+	writeTimeout            = 10 * time.Second
+)
+
+// ErrInsecureListen is returned by Serve for a non-loopback listener when
+// no operator credential is configured: a remote controller fails closed.
+var ErrInsecureListen = errors.New("controller: refusing a non-loopback listener without operator authentication")
+
+// Server is the controller. It is safe for concurrent use.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	upgrader websocket.Upgrader
+	auth     *authenticator
+	reg      *registry
+	modules  *ModuleSet
+	store    *store
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	servers  []*http.Server
+	closed   bool
+	closedCh chan struct{}
+	wg       sync.WaitGroup
+
+	// hookAfterResult, when set (tests only), runs after a node's result
+	// arrives and before the session recheck.
+	hookAfterResult atomic.Pointer[func()]
+}
+
+// New validates cfg and builds a Server (opening the durable store when
+// cfg.StateDir is set).
+func New(cfg Config) (*Server, error) {
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = protocol.DefaultMaxPayload
+	}
+	if cfg.MaxPayload < 1024 {
+		return nil, fmt.Errorf("controller: MaxPayload below 1024 bytes")
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.MaxBufferedBytes < cfg.MaxPayload {
+		cfg.MaxBufferedBytes = cfg.MaxPayload
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = DefaultMaxInflight
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var lim func() *rate.Limiter
+	if cfg.RequestsPerSecond > 0 {
+		burst := cfg.Burst
+		if burst <= 0 {
+			burst = max(1, int(cfg.RequestsPerSecond))
+		}
+		lim = func() *rate.Limiter { return rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), burst) }
+	}
+	auth, err := newAuthenticator(cfg.Operators, cfg.NodeTokens, lim)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		now:      cfg.Now,
+		auth:     auth,
+		modules:  cfg.ModuleSet,
+		conns:    map[*conn]struct{}{},
+		closedCh: make(chan struct{}),
+	}
+	s.upgrader = websocket.Upgrader{
+		ReadBufferSize:  16 << 10,
+		WriteBufferSize: 16 << 10,
+		// Default CheckOrigin: a browser page from another origin cannot open a socket.
+	}
+	st, err := openStore(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	s.reg, err = newRegistry(s, st)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	for _, n := range cfg.NodeTokens {
+		if err := s.reg.ensureTokenNode(n.Name); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
+	s.wg.Add(1)
+	go s.janitor()
+	return s, nil
+}
+
+// Handler serves /ws (the WebSocket endpoint) and /healthz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", s.serveWS)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// Serve accepts connections on ln until ctx ends or Close is called; it
+// returns nil then. A non-loopback listener without operator credentials
+// is refused with ErrInsecureListen. With Config.TLS set it serves TLS.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if !s.auth.hasOperators() && !IsLoopback(ln.Addr()) {
+		return ErrInsecureListen
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.servers = append(s.servers, hs)
+	s.mu.Unlock()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+			hs.Close()
+		case <-stop:
+		}
+	}()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Close stops every listener started by Serve, closes every connection
+// (failing calls in flight with UNAVAILABLE) and the durable store.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closedCh)
+	servers := s.servers
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, hs := range servers {
+		hs.Close()
+	}
+	for _, c := range conns {
+		c.closeWith(websocket.CloseGoingAway, "controller shutting down")
+	}
+	for _, c := range conns {
+		<-c.finished
+	}
+	s.wg.Wait()
+	return s.store.close()
+}
+
+// IsLoopback reports whether addr is a loopback IP address (127.0.0.0/8, ::1).
+func IsLoopback(addr net.Addr) bool {
+	var ip net.IP
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		ip = a.IP
+	default:
+		host, _, err := net.SplitHostPort(addr.String())
+		if err != nil {
+			return false
+		}
+		ip = net.ParseIP(host)
+	}
+	return ip != nil && ip.IsLoopback()
+}
+
+// janitor deletes expired pairings, challenges and sessions.
+func (s *Server) janitor() {
+	defer s.wg.Done()
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closedCh:
+			return
+		case <-t.C:
+			s.reg.expire()
+		}
+	}
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := newConn(s, ws)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ws.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.run()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}

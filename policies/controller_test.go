@@ -1,0 +1,118 @@
+package policies
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const goodHash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+func TestControllerPolicyValid(t *testing.T) {
+	src := `
+listen = "127.0.0.1:7777"
+max_payload = 2097152
+module_set = "/srv/modules"
+state_dir = "/var/lib/lemon"
+[tls]
+cert_file = "c.pem"
+key_file = "k.pem"
+[[operators]]
+name = "backend"
+token_sha256 = "` + goodHash + `"
+scopes = ["operator.read", "operator.admin"]
+[[operators]]
+name = "ci"
+token_env = "CI_TOKEN"
+scopes = ["operator.pairing"]
+[[node_tokens]]
+name = "  worker-1 "
+token_env = "W1"
+[limits]
+requests_per_second = 5.0
+max_inflight = 10
+`
+	c, err := ParseController([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxPayload != 2097152 || c.NodeTokens[0].Name != "worker-1" || c.Limits.Burst != 5 || c.Limits.MaxInflight != 10 ||
+		len(c.Operators) != 2 || c.Operators[1].TokenEnv != "CI_TOKEN" {
+		t.Fatalf("decoded: %+v", c)
+	}
+	out := c.String()
+	for _, want := range []string{`listen = "127.0.0.1:7777"`, `token_env = "CI_TOKEN"`, `name = "worker-1"`, "max_inflight = 10", `"operator.admin", "operator.read"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("String lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, goodHash) {
+		t.Fatal("String prints the full token hash")
+	}
+}
+
+func TestControllerPolicyDefaults(t *testing.T) {
+	c, err := ParseController(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxPayload != 1<<20 || c.Limits.MaxInflight != DefaultMaxInflight || c.Limits.RequestsPerSecond != 0 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestControllerPolicyErrors(t *testing.T) {
+	op := func(extra string) string {
+		return "[[operators]]\nname = \"a\"\nscopes = [\"operator.read\"]\n" + extra
+	}
+	cases := []struct{ name, src, want string }{
+		{"unknown key", "listen = \"127.0.0.1:1\"\nlisten_port = 3\n", "listen_port"},
+		{"unknown nested key", "[tls]\ncert = \"x\"\n", "tls.cert"},
+		{"wrong type", "max_payload = \"big\"\n", "max_payload"},
+		{"payload below min", "max_payload = 65535\n", "max_payload"},
+		{"payload at min", "max_payload = 65536\n", ""},
+		{"payload at max", "max_payload = 67108864\n", ""},
+		{"payload above max", "max_payload = 67108865\n", "max_payload"},
+		{"bad listen", "listen = \"nope\"\n", "listen"},
+		{"tls half", "[tls]\ncert_file = \"c\"\n", "tls"},
+		{"no token", op(""), "token_sha256 or token_env"},
+		{"both token forms", op("token_sha256 = \"" + goodHash + "\"\ntoken_env = \"X\"\n"), "conflict"},
+		{"short hash", op("token_sha256 = \"abcd\"\n"), "64 hex"},
+		{"bad env name", op("token_env = \"1X\"\n"), "token_env"},
+		{"bad scope", "[[operators]]\nname = \"a\"\ntoken_env = \"X\"\nscopes = [\"operator.root\"]\n", "unknown scope"},
+		{"no scopes", "[[operators]]\nname = \"a\"\ntoken_env = \"X\"\n", "scopes"},
+		{"dup operator", op("token_env = \"X\"\n") + op("token_env = \"Y\"\n"), "duplicate"},
+		{"dup node name", "[[node_tokens]]\nname = \"W\"\ntoken_env = \"X\"\n[[node_tokens]]\nname = \" w \"\ntoken_env = \"Y\"\n", "duplicate"},
+		{"empty node name", "[[node_tokens]]\nname = \"  \"\ntoken_env = \"X\"\n", "name"},
+		{"negative limit", "[limits]\nburst = -1\n", "negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseController([]byte(tc.src))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestLoadControllerNamesFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	os.WriteFile(p, []byte("bogus = 1\n"), 0o600)
+	_, err := LoadController(p)
+	if err == nil || !strings.Contains(err.Error(), "bogus") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("err: %v", err)
+	}
+	os.WriteFile(p, []byte("listen = \"127.0.0.1:9\"\n"), 0o600)
+	c, err := LoadController(p)
+	if err != nil || !strings.Contains(c.String(), p) {
+		t.Fatalf("load: %v", err)
+	}
+}
