@@ -187,9 +187,10 @@ func TestListLimit(t *testing.T) {
 	for _, n := range []int{500, 501} {
 		e := newEnv(t, nil, "root")
 		os.Mkdir(e.abs("root/big"), 0o755)
+		os.WriteFile(e.abs("root/base"), nil, 0o644)
 		for i := 0; i < n; i++ {
-			os.WriteFile(e.abs(fmt.Sprintf("root/big/f%04d", n-1-i)), nil, 0o644)
-			os.WriteFile(e.abs(fmt.Sprintf("root/big/.h%04d", i)), nil, 0o644)
+			os.Link(e.abs("root/base"), e.abs(fmt.Sprintf("root/big/f%04d", n-1-i)))
+			os.Link(e.abs("root/base"), e.abs(fmt.Sprintf("root/big/.h%04d", i)))
 		}
 		r, err := e.f.List("big", false)
 		if err != nil {

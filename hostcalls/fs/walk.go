@@ -84,6 +84,7 @@ func (f *FS) openAt(dir int, name string, flags int, mode uint32) (int, error) {
 		return -1, err
 	}
 	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	eagain := 0
 	for {
 		var fd int
 		var err error
@@ -103,6 +104,16 @@ func (f *FS) openAt(dir int, name string, flags int, mode uint32) (int, error) {
 		}
 		if err == unix.EINTR {
 			continue
+		}
+		// openat2 with RESOLVE_BENEATH answers EAGAIN when any rename ran
+		// on the system during the lookup; retry a bounded number of times.
+		if err == unix.EAGAIN && eagain < 64 {
+			eagain++
+			continue
+		}
+		if err == unix.EAGAIN {
+			f.fdsInUse.Add(-1)
+			return -1, errBusy()
 		}
 		if err != nil {
 			f.fdsInUse.Add(-1)
@@ -257,6 +268,14 @@ restart:
 				return nil, errNotAllowed()
 			}
 			n, err := unix.Readlinkat(dir, c, linkBuf[:])
+			if err == unix.EINVAL && retries < 8 {
+				// No longer a symlink: it was replaced since the lstat.
+				// Classify the component again.
+				retries++
+				links--
+				i--
+				continue
+			}
 			if err != nil {
 				release()
 				return nil, mapErrno(err)
