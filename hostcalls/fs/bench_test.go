@@ -1,0 +1,121 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+// Benchmarks of 1 MiB reads and writes and of stat: through the host-call
+// table (JSON args, confinement walk, blob hand-off) and natively with the
+// os package on the same file, for the ratio in docs/BENCHMARKS.md.
+
+func benchEnv(b *testing.B) (*env, []byte) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (1<<20)/16)
+	e := newEnv(b, []node{{path: "root/dir/sub/file.bin", file: string(data)}}, "root")
+	return e, data
+}
+
+func hostCall(e *env, name string) hostcalls.Func {
+	for _, hc := range e.f.Table() {
+		if hc.Name == name {
+			return hc.Func
+		}
+	}
+	panic(name)
+}
+
+func BenchmarkRead1MiBHostCall(b *testing.B) {
+	e, data := benchEnv(b)
+	fn := hostCall(e, "fs.read")
+	args := []byte(`{"path":"dir/sub/file.bin","offset":0,"length":1048576}`)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		call := newCall()
+		out, err := fn(context.Background(), call, args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r protocol.FSReadCall
+		json.Unmarshal(out, &r)
+		if got, _ := call.Blob(r.Blob); len(got) != len(data) {
+			b.Fatal("short read")
+		}
+	}
+}
+
+func BenchmarkRead1MiBNative(b *testing.B) {
+	e, data := benchEnv(b)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		f, err := os.Open(e.abs("root/dir/sub/file.bin"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		if n, _ := f.ReadAt(buf, 0); n != len(data) {
+			b.Fatal("short read")
+		}
+		f.Close()
+	}
+}
+
+func BenchmarkWrite1MiBHostCall(b *testing.B) {
+	e, data := benchEnv(b)
+	fn := hostCall(e, "fs.write")
+	rev := e.mtime("root/dir/sub/file.bin")
+	call := newCall()
+	id := call.PutBlob(data)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		args, _ := json.Marshal(protocol.FSWriteCall{Path: "dir/sub/file.bin", Blob: id, Truncate: true, ExpectedModifiedAtMs: &rev})
+		out, err := fn(context.Background(), call, args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r protocol.FSWriteResult
+		json.Unmarshal(out, &r)
+		rev = r.MtimeMs
+	}
+}
+
+func BenchmarkWrite1MiBNative(b *testing.B) {
+	e, data := benchEnv(b)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		f, err := os.OpenFile(e.abs("root/dir/sub/file.bin"), os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.WriteAt(data, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Truncate(int64(len(data)))
+		f.Close()
+	}
+}
+
+func BenchmarkStatHostCall(b *testing.B) {
+	e, _ := benchEnv(b)
+	fn := hostCall(e, "fs.stat")
+	args := []byte(`{"path":"dir/sub/file.bin"}`)
+	for b.Loop() {
+		if _, err := fn(context.Background(), newCall(), args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStatNative(b *testing.B) {
+	e, _ := benchEnv(b)
+	for b.Loop() {
+		if _, err := os.Stat(e.abs("root/dir/sub/file.bin")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
