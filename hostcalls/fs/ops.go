@@ -372,3 +372,35 @@ func (f *FS) Mkdir(p string) (*protocol.FSMkdirResult, error) {
 	}
 	return &protocol.FSMkdirResult{Path: t.path(), Created: true}, nil
 }
+
+// OpenDir admits a directory (a process cwd) exactly as the fs methods
+// admit paths: path relative to the default cwd or absolute, walked from a
+// pinned root, symlinks re-admitted. It returns an O_RDONLY|O_DIRECTORY|
+// O_CLOEXEC descriptor the caller owns and closes (it does not count
+// against the descriptor budget once returned) and the canonical path.
+// Errors: invalid_path, path_not_allowed, not_found, not_directory,
+// filesystem_busy. It implements spawn.DirResolver.
+func (f *FS) OpenDir(p string) (int, string, error) {
+	if f.closed.Load() {
+		return -1, "", errBusy()
+	}
+	f.life.RLock()
+	defer f.life.RUnlock()
+	t, err := f.resolve(p, walkOpts{followFinal: true})
+	if err != nil {
+		return -1, "", err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		return -1, "", errNotFound()
+	}
+	if !isDir(&t.st) {
+		return -1, "", errNotDir()
+	}
+	fd, err := f.openAt(t.dir, t.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, "", mapErrno(err)
+	}
+	f.fdsInUse.Add(-1) // ownership passes to the caller
+	return fd, t.path(), nil
+}

@@ -583,3 +583,22 @@ func TestMoveOrDeleteAncestorOfNestedRootRefused(t *testing.T) {
 		t.Errorf("previewing an ancestor of a root: %v", err)
 	}
 }
+
+func TestOpenDir(t *testing.T) {
+	e := newEnv(t, []node{{path: "root/d/x", file: "1"}, {path: "root/out", symlink: "/"}}, "root")
+	fd, canon, err := e.f.OpenDir("d")
+	if err != nil || canon != e.abs("root/d") {
+		t.Fatalf("OpenDir: %v %q", err, canon)
+	}
+	var st unix.Stat_t
+	unix.Fstatat(fd, "x", &st, unix.AT_SYMLINK_NOFOLLOW)
+	unix.Close(fd)
+	if st.Size != 1 || e.f.fdsInUse.Load() != 0 {
+		t.Errorf("descriptor wrong or budget leaked: %d", e.f.fdsInUse.Load())
+	}
+	for p, want := range map[string]string{"out": "path_not_allowed", "d/x": "not_directory", "nope": "not_found", "../d": "path_not_allowed"} {
+		if _, _, err := e.f.OpenDir(p); domain(err) != want {
+			t.Errorf("%s: %v, want %s", p, err, want)
+		}
+	}
+}
