@@ -54,7 +54,8 @@ type conn struct {
 	op         *operatorEntry
 	node       *nodeEntry
 	generation uint64
-	peerMax    int // node's advertised maxPayload (≤ controller's)
+	peerMax    int    // node's advertised maxPayload (≤ controller's)
+	session    string // hex sha256 of a paired node's session token; "" for an interim token
 
 	pmu     sync.Mutex
 	pending map[string]*call // node connections: invocations in flight

@@ -63,6 +63,8 @@ type registry struct {
 	sessions map[string]*sessionRecord // hex sha256(token) →
 	pairings map[string]*pairingRecord // pairingId →
 	codes    map[string]string         // pairing code → pairingId
+	waiters  map[string]*conn          // pairingId → the connection that asked (events)
+	dirty    map[string]bool           // nodeIds whose non-critical fields await flush
 }
 
 func newRegistry(s *Server, st *store) (*registry, error) {
@@ -73,6 +75,8 @@ func newRegistry(s *Server, st *store) (*registry, error) {
 		sessions: map[string]*sessionRecord{},
 		pairings: map[string]*pairingRecord{},
 		codes:    map[string]string{},
+		waiters:  map[string]*conn{},
+		dirty:    map[string]bool{},
 	}
 	err := st.load(bucketNodes, func(k string, v []byte) error {
 		var rec nodeRecord
@@ -208,10 +212,10 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 	cl := client
 	e.rec.Client = &cl
 	e.rec.LastSeenAtMs = now
-	if err := r.st.apply(op{bucketNodes, e.rec.ID, e.rec}); err != nil {
-		r.s.log.Error("durable store write failed", "err", err)
-		return nil, protocol.Errorf(protocol.CodeUnavailable, "the controller's store is unavailable").WithRetry(true, false)
-	}
+	// Advertise and last-seen data are not critical: flushed in batches,
+	// so a thousand nodes reconnecting at once cost a few transactions.
+	r.dirty[e.rec.ID] = true
+	c.session = a.session
 	beforeLive()
 	old := e.live
 	e.live, e.liveGen, e.connectedAtMs = c, a.generation, now
@@ -228,10 +232,28 @@ func (r *registry) detach(e *nodeEntry, c *conn) {
 	e.live, e.liveGen, e.connectedAtMs = nil, 0, 0
 	e.rec.LastSeenAtMs = r.nowMs()
 	if r.nodes[e.rec.ID] == e {
-		if err := r.st.apply(op{bucketNodes, e.rec.ID, e.rec}); err != nil {
-			r.s.log.Error("durable store write failed", "err", err)
+		r.dirty[e.rec.ID] = true
+	}
+}
+
+// flush writes the node records marked dirty in one transaction.
+func (r *registry) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.dirty) == 0 {
+		return
+	}
+	ops := make([]op, 0, len(r.dirty))
+	for id := range r.dirty {
+		if e, ok := r.nodes[id]; ok {
+			ops = append(ops, op{bucketNodes, id, e.rec})
 		}
 	}
+	if err := r.st.apply(ops...); err != nil {
+		r.s.log.Error("durable store write failed", "err", err)
+		return
+	}
+	clear(r.dirty)
 }
 
 // pin resolves nodeID to its live connection and session generation for

@@ -256,6 +256,7 @@ func (s *Server) Close() error {
 		<-c.finished
 	}
 	s.wg.Wait()
+	s.reg.flush()
 	return s.store.close()
 }
 
@@ -275,16 +276,21 @@ func IsLoopback(addr net.Addr) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// janitor deletes expired pairings, challenges and sessions.
+// janitor flushes non-critical registry writes every second and deletes
+// expired pairings, challenges and sessions every 30 s.
 func (s *Server) janitor() {
 	defer s.wg.Done()
-	t := time.NewTicker(30 * time.Second)
-	defer t.Stop()
+	flush := time.NewTicker(time.Second)
+	defer flush.Stop()
+	expire := time.NewTicker(30 * time.Second)
+	defer expire.Stop()
 	for {
 		select {
 		case <-s.closedCh:
 			return
-		case <-t.C:
+		case <-flush.C:
+			s.reg.flush()
+		case <-expire.C:
 			s.reg.expire()
 		}
 	}
