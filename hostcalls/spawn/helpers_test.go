@@ -1,0 +1,194 @@
+package spawn
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lemon/hostcalls/store"
+	"lemon/protocol"
+)
+
+// testDirs admits directories under one root: a test stand-in for
+// hostcalls/fs (which walks components from pinned root descriptors).
+type testDirs struct{ root string }
+
+func (d testDirs) OpenDir(p string) (int, string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.root, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return -1, "", protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, "no such directory")
+	}
+	if real != d.root && !strings.HasPrefix(real, d.root+"/") {
+		return -1, "", protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed, "outside roots")
+	}
+	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", protocol.DomainError(protocol.CodeInvalidRequest, protocol.DomainNotDirectory, "not a directory")
+	}
+	return fd, real, nil
+}
+
+type fixture struct {
+	t     *testing.T
+	dir   string // state dir (the store file lives here)
+	root  string // the allowed root and default cwd
+	path  string
+	st    *store.Store
+	s     *Spawner
+	clock *fakeClock
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func newFixture(t *testing.T, mut func(*Config)) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	base, _ = filepath.EvalSymlinks(base)
+	f := &fixture{t: t, dir: filepath.Join(base, "state"), root: filepath.Join(base, "root"),
+		clock: &fakeClock{t: time.Unix(1_800_000_000, 0)}}
+	if err := os.MkdirAll(f.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f.path = filepath.Join(f.dir, "node.db")
+	f.open(mut)
+	t.Cleanup(func() {
+		if f.s != nil {
+			f.s.Close()
+		}
+		if f.st != nil {
+			f.st.Close()
+		}
+	})
+	return f
+}
+
+func (f *fixture) open(mut func(*Config)) {
+	f.t.Helper()
+	st, err := store.New(store.Config{Path: f.path})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cfg := Config{Store: st, Dirs: testDirs{root: f.root}, WaitDelay: 200 * time.Millisecond, Now: f.clock.now,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + f.root, "LANG=C.UTF-8"}}
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		st.Close()
+		f.t.Fatal(err)
+	}
+	f.st, f.s = st, s
+}
+
+// reopen simulates a worker restart: a new store handle and Spawner on the
+// same file. The old Spawner is abandoned without Close (as after SIGKILL).
+func (f *fixture) reopen() {
+	f.t.Helper()
+	f.st.Close()
+	f.s, f.st = nil, nil
+	f.open(nil)
+}
+
+func req(id string, argv ...string) Request {
+	return Request{ProcessID: id, Cwd: ".", Argv: argv, TimeoutMs: 30000, MaxOutputBytes: protocol.ProcessMaxOutputMax}
+}
+
+// run starts r and waits for its receipt.
+func (f *fixture) run(r Request) (Receipt, error) {
+	f.t.Helper()
+	h, existing, err := f.s.Start(context.Background(), r)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if existing != nil {
+		return *existing, nil
+	}
+	return h.Result()
+}
+
+func (f *fixture) mustRun(r Request) Receipt {
+	f.t.Helper()
+	rc, err := f.run(r)
+	if err != nil {
+		f.t.Fatalf("run %s: %v", r.ProcessID, err)
+	}
+	return rc
+}
+
+func domain(err error) string {
+	if pe, ok := err.(*protocol.Error); ok {
+		return pe.Code + "/" + pe.DomainCode()
+	}
+	if err == nil {
+		return "<nil>"
+	}
+	return "non-protocol: " + err.Error()
+}
+
+func intp(v int) *int { return &v }
+
+func exitOf(rc Receipt) string {
+	if rc.ExitCode == nil {
+		return "null"
+	}
+	return strconv.Itoa(*rc.ExitCode)
+}
+
+// liveInGroup lists processes of group pgid that are not zombies (a zombie
+// reparented to a non-reaping init still shows in /proc).
+func liveInGroup(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(s[i+1:])
+		if len(fields) < 3 {
+			continue
+		}
+		state, pgrp := fields[0], fields[2]
+		if pgrp == strconv.Itoa(pgid) && state != "Z" && state != "X" {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}

@@ -1,0 +1,140 @@
+package spawn
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"lemon/protocol"
+)
+
+// resolveCommand finds the executable argv[0] names and applies the
+// command policy. A bare name is looked up in the fixed environment's PATH
+// (absolute entries only); an absolute path is used as is. The executable
+// must be a regular file with an execute bit; the OS makes the final
+// permission decision at exec.
+//
+// Policy (spec execution-policy "allowed_commands", worker policy): the
+// identities of the command are its requested name (bare argv[0]), its
+// resolved path and that path's symlink target.
+//
+//   - blocked when an entry without '/' equals the requested name or the
+//     base name of the resolved path or target, or an absolute entry (or
+//     its symlink target) equals the resolved path or target;
+//   - when allowed_commands is restricted, allowed only when an entry
+//     without '/' equals the requested name or resolves through PATH to
+//     the same path or target, or an absolute entry (or its symlink
+//     target) equals the resolved path or target. A bare entry never
+//     allows an absolute argv[0] that merely shares its base name.
+//
+// Matching is a policy check, not a sandbox: the file at the path can
+// change between the check and exec.
+func (s *Spawner) resolveCommand(argv0 string) (string, *protocol.Error) {
+	path, ok := s.lookPath(argv0)
+	if !ok {
+		if strings.HasPrefix(argv0, "/") {
+			if st, err := os.Stat(argv0); err == nil && (st.IsDir() || st.Mode()&0o111 == 0) {
+				return "", protocol.DomainError(protocol.CodeForbidden, protocol.DomainPermissionDenied,
+					"the command is not an executable file").WithRetry(true, false)
+			}
+		}
+		return "", protocol.DomainError(protocol.CodeNotFound, protocol.DomainExecutableNotFound,
+			"executable not found").WithRetry(true, false)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	name := ""
+	if !strings.Contains(argv0, "/") {
+		name = argv0
+	}
+	if s.blocked(name, path, real) || !s.allowed(name, path, real) {
+		return "", protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed,
+			"the node's policy does not allow this command").WithRetry(false, false)
+	}
+	return path, nil
+}
+
+// lookPath resolves argv0 to an absolute path of an executable regular
+// file.
+func (s *Spawner) lookPath(argv0 string) (string, bool) {
+	if strings.HasPrefix(argv0, "/") {
+		return argv0, isExecutable(argv0)
+	}
+	for _, d := range s.pathDirs {
+		p := filepath.Join(d, argv0)
+		if isExecutable(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+func (s *Spawner) blocked(name, path, real string) bool {
+	for _, e := range s.cfg.BlockedCommands {
+		if e == "" {
+			continue
+		}
+		if !strings.Contains(e, "/") {
+			if e == name || e == filepath.Base(path) || e == filepath.Base(real) {
+				return true
+			}
+			continue
+		}
+		if s.samePath(e, path, real) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Spawner) allowed(name, path, real string) bool {
+	if s.cfg.AllowedCommands == nil {
+		return true
+	}
+	for _, e := range *s.cfg.AllowedCommands {
+		if e == "all" {
+			return true
+		}
+	}
+	for _, e := range *s.cfg.AllowedCommands {
+		if e == "" {
+			continue
+		}
+		if !strings.Contains(e, "/") {
+			if e == name {
+				return true
+			}
+			if p, ok := s.lookPath(e); ok && s.samePath(p, path, real) {
+				return true
+			}
+			continue
+		}
+		if s.samePath(e, path, real) {
+			return true
+		}
+	}
+	return false
+}
+
+// samePath reports whether the policy path e (or its symlink target) is
+// the resolved path or its target.
+func (s *Spawner) samePath(e, path, real string) bool {
+	if !filepath.IsAbs(e) {
+		return false
+	}
+	e = filepath.Clean(e)
+	if e == path || e == real {
+		return true
+	}
+	if er, err := filepath.EvalSymlinks(e); err == nil && (er == path || er == real) {
+		return true
+	}
+	return false
+}

@@ -1,0 +1,345 @@
+// Package spawn is the host side of the node.process.* family (spec
+// "Native processes", "Receipt meaning and reconciliation", "Cancellation
+// races", "Credential privacy"). It owns every effect of the family:
+//
+//   - starting a literal argv (no shell, a fixed minimal environment, never
+//     one from the request) in a new process group, with the admitted cwd
+//     pinned by descriptor, stdin bytes then EOF, separate stdout/stderr
+//     pipes and a combined output cap;
+//   - stopping it: timeout, output overflow, cancel, or the end of the
+//     awaiting request signal the whole group once with SIGKILL, and
+//     Cmd.WaitDelay bounds the wait for pipes a descendant still holds;
+//   - the receipts: admission, the 16-active and 1,000-retained limits,
+//     tombstones, restart recovery and the intent binding live in one
+//     durable store namespace, and every admission decision is one fsync'd
+//     transaction taken under the Spawner's lock, so a racing run, get or
+//     cancel of the same processId sees either nothing or the committed
+//     record;
+//   - a volatile output cache of at most 16 terminal receipts for 24 hours.
+//
+// The durable records hold only bounded metadata (state, exit code, stop
+// reason, session generation, times) and an HMAC-SHA256 intent binding
+// under a node-local key; never argv, cwd, stdin or output. Nothing in this
+// package logs.
+//
+// Limits, stated plainly: cwd admission is not an OS sandbox (processes
+// run with the worker account's rights); a descendant that leaves the
+// process group (setsid) survives the group signal, though its pipes are
+// closed after WaitDelay; a worker killed mid-run leaves its process
+// running unsupervised, and the receipt becomes outcome_unknown on restart.
+// Linux only: it relies on /proc/self/fd for the pinned cwd.
+package spawn
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"lemon/hostcalls/store"
+	"lemon/protocol"
+)
+
+// DirResolver admits a cwd under the node's allowed roots (hostcalls/fs
+// implements it with its pinned root descriptors and component walker).
+// OpenDir resolves path (relative to the node's default cwd, or absolute)
+// and returns an O_DIRECTORY|O_CLOEXEC descriptor of the admitted directory,
+// which the caller closes, and its canonical path. Errors should be
+// *protocol.Error (path_not_allowed, not_found, not_directory); any other
+// error is reported as path_not_allowed.
+type DirResolver interface {
+	OpenDir(path string) (fd int, canonical string, err error)
+}
+
+// Config configures a Spawner. Zero values take the defaults named.
+type Config struct {
+	// Store is the durable store; the Spawner uses its host namespace
+	// "spawn". Required. The Spawner does not close it.
+	Store *store.Store
+	// Dirs admits cwd. Required.
+	Dirs DirResolver
+	// AllowedCommands is the worker policy's allowed_commands: nil (field
+	// omitted) or a list holding "all" allows every command; an empty list
+	// allows none; otherwise argv[0] must match an entry by name or by
+	// resolved path.
+	AllowedCommands *[]string
+	// BlockedCommands is the worker policy's blocked_commands: argv[0] is
+	// refused when its name, its resolved path or that path's symlink
+	// target matches an entry.
+	BlockedCommands []string
+	// Env is the complete environment of every process (default: PATH,
+	// HOME and LANG=C.UTF-8; see DefaultEnv). Requests cannot change it.
+	// Its PATH resolves bare argv[0] names.
+	Env []string
+	// MaxActive bounds runs in progress (default and maximum 16).
+	MaxActive int
+	// MaxRetained bounds retained processIds, tombstones included (default
+	// and maximum 1,000).
+	MaxRetained int
+	// OutputCacheEntries and OutputCacheTTL bound the volatile output
+	// cache (defaults and maxima 16 and 24 h).
+	OutputCacheEntries int
+	OutputCacheTTL     time.Duration
+	// WaitDelay bounds the wait for stdout/stderr after the process exited
+	// or was signalled, when a descendant still holds a pipe (default 2 s).
+	WaitDelay time.Duration
+	// MaxPayload is the result frame size the node advertised, in bytes
+	// (default 1 MiB); captured output is capped at
+	// min(maxOutputBytes, protocol.ProcessOutputBudget(MaxPayload)).
+	MaxPayload int
+	// IntentKey is the node-local HMAC key of intent bindings (32 bytes or
+	// more). Nil loads, or creates once, a random key in the store.
+	IntentKey []byte
+	// Now is the clock of the output cache (default time.Now).
+	Now func() time.Time
+}
+
+// Spawner runs native processes and keeps their receipts. It is safe for
+// concurrent use.
+type Spawner struct {
+	cfg      Config
+	ns       *store.Namespace
+	key      []byte
+	pathDirs []string
+	budget   int
+
+	// mu serializes every receipt decision (admission, get, cancel,
+	// completion); it is never held while a process runs.
+	mu      sync.Mutex
+	closed  bool
+	active  map[string]*run // by processId
+	owners  map[string]*run // finished runs awaiting their own request, by ownerKey
+	unsaved map[string]*run // terminal runs whose durable update failed, by processId
+	cache   *outputCache
+	killFn  func(pgid int) error // test hook: signal the group
+}
+
+// DefaultEnv is the fixed environment of processes when Config.Env is nil.
+func DefaultEnv() []string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "/"
+	}
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8"}
+}
+
+// Namespace is the store namespace of the process receipts.
+const Namespace = "spawn"
+
+const (
+	keyIntent    = "k/intent"
+	recordPrefix = "r/"
+)
+
+// New opens the receipts, turns every receipt left running by a previous
+// worker into outcome_unknown (never relaunching anything), and returns a
+// Spawner. It fails if the store is unavailable or /proc/self/fd is
+// missing (the pinned cwd needs it).
+func New(cfg Config) (*Spawner, error) {
+	if cfg.Store == nil || cfg.Dirs == nil {
+		return nil, errors.New("spawn: Config.Store and Config.Dirs are required")
+	}
+	var err error
+	if cfg.MaxActive, err = limit(cfg.MaxActive, protocol.ProcessMaxActive, "MaxActive"); err != nil {
+		return nil, err
+	}
+	if cfg.MaxRetained, err = limit(cfg.MaxRetained, protocol.ProcessMaxRetained, "MaxRetained"); err != nil {
+		return nil, err
+	}
+	if cfg.OutputCacheEntries, err = limit(cfg.OutputCacheEntries, protocol.ProcessOutputCacheMax, "OutputCacheEntries"); err != nil {
+		return nil, err
+	}
+	if cfg.OutputCacheTTL <= 0 || cfg.OutputCacheTTL > protocol.ProcessOutputCacheTTL {
+		cfg.OutputCacheTTL = protocol.ProcessOutputCacheTTL
+	}
+	if cfg.WaitDelay <= 0 {
+		cfg.WaitDelay = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Env == nil {
+		cfg.Env = DefaultEnv()
+	}
+	if cfg.IntentKey != nil && len(cfg.IntentKey) < 32 {
+		return nil, errors.New("spawn: IntentKey must be at least 32 bytes")
+	}
+	if st, err := os.Stat("/proc/self/fd"); err != nil || !st.IsDir() {
+		return nil, errors.New("spawn: /proc/self/fd is unavailable; the pinned cwd needs procfs")
+	}
+	ns, err := cfg.Store.Namespace(Namespace)
+	if err != nil {
+		return nil, err
+	}
+	s := &Spawner{
+		cfg: cfg, ns: ns,
+		pathDirs: pathDirs(cfg.Env),
+		budget:   protocol.ProcessOutputBudget(cfg.MaxPayload),
+		active:   map[string]*run{},
+		owners:   map[string]*run{},
+		unsaved:  map[string]*run{},
+		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
+		killFn:   killGroup,
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func limit(v, max int, name string) (int, error) {
+	if v == 0 {
+		return max, nil
+	}
+	if v < 0 || v > max {
+		return 0, errors.New("spawn: Config." + name + " is out of range")
+	}
+	return v, nil
+}
+
+// pathDirs returns the absolute directories of env's PATH; relative
+// entries ("", ".") are ignored so a bare name never resolves in cwd.
+func pathDirs(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, d := range strings.Split(v, ":") {
+				if strings.HasPrefix(d, "/") {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// open loads or creates the intent key and recovers interrupted receipts,
+// in one transaction.
+func (s *Spawner) open() error {
+	return s.ns.Update(func(tx *store.Tx) error {
+		if s.cfg.IntentKey != nil {
+			s.key = append([]byte(nil), s.cfg.IntentKey...)
+		} else if k, ok := tx.Get(keyIntent); ok && len(k) == 32 {
+			s.key = k
+		} else {
+			k := make([]byte, 32)
+			if _, err := rand.Read(k); err != nil {
+				return err
+			}
+			if err := tx.Put(keyIntent, k); err != nil {
+				return err
+			}
+			s.key = k
+		}
+		type fix struct {
+			key string
+			rec record
+		}
+		var fixes []fix
+		err := tx.ForEach(recordPrefix, "", func(k string, v []byte) error {
+			rec, err := decodeRecord(v)
+			if err != nil {
+				return err
+			}
+			if rec.State == protocol.ProcessStateRunning {
+				rec.State = protocol.ProcessStateOutcomeUnknown
+				rec.Reason = reasonRestart
+				rec.ExitCode = nil
+				fixes = append(fixes, fix{k, rec})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, f := range fixes {
+			if err := tx.Put(f.key, f.rec.encode()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close stops every run in progress (each is signalled once, reaped and
+// recorded as cancelled), waits for their receipts, and refuses new work.
+// It does not close the store.
+func (s *Spawner) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	runs := make([]*run, 0, len(s.active))
+	for _, r := range s.active {
+		runs = append(runs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runs {
+		r.stop(reasonShutdown)
+	}
+	for _, r := range runs {
+		<-r.done
+	}
+	return nil
+}
+
+// bind computes the private intent binding of a run request: HMAC-SHA256
+// under the node-local key over length-prefixed cwd, argv, stdin,
+// timeoutMs and maxOutputBytes. It is stored, compared in constant time,
+// and never returned.
+func (s *Spawner) bind(req Request) []byte {
+	m := hmac.New(sha256.New, s.key)
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		m.Write(n[:])
+		m.Write(b)
+	}
+	m.Write([]byte("lemon.process.intent.v1"))
+	put([]byte(req.Cwd))
+	binary.BigEndian.PutUint64(n[:], uint64(len(req.Argv)))
+	m.Write(n[:])
+	for _, a := range req.Argv {
+		put([]byte(a))
+	}
+	put(req.Stdin)
+	binary.BigEndian.PutUint64(n[:], uint64(req.TimeoutMs))
+	m.Write(n[:])
+	binary.BigEndian.PutUint64(n[:], uint64(req.MaxOutputBytes))
+	m.Write(n[:])
+	return m.Sum(nil)
+}
+
+// context-free errors of the family. Messages are fixed strings: no argv,
+// path, byte or OS text.
+func errReceiptLimit(active bool) *protocol.Error {
+	msg := "the node retains 1000 process ids; no new id can be admitted"
+	if active {
+		msg = "the node already runs the most processes it allows; nothing was started"
+	}
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessReceiptLimit, msg).WithRetry(true, false)
+}
+
+func errStore() *protocol.Error {
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessStoreUnavailable,
+		"the process receipt store is unavailable").WithRetry(false, false)
+}
+
+func errClosed() *protocol.Error {
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessStoreUnavailable,
+		"the process service is shutting down").WithRetry(true, false)
+}
+
+// ctxDone reports whether ctx is done without blocking.
+func ctxDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
