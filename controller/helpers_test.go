@@ -384,3 +384,5 @@ func nodeIDOf(name string) string { return tokenNodeID(name) }
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func timeAfter() <-chan time.Time { return time.After(testWait) }
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -33,6 +33,9 @@ type sessionRecord struct {
 	Generation  uint64 `json:"generation"`
 	IssuedAtMs  int64  `json:"issuedAtMs"`
 	ExpiresAtMs int64  `json:"expiresAtMs"`
+	// Revoked marks a session replaced by a newer pairing; it is kept until
+	// it would have expired so the node learns why it is refused.
+	Revoked bool `json:"revoked,omitempty"`
 }
 
 // pairingRecord is a pairing request. Secrets are stored as hex sha256.
@@ -414,9 +417,11 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 	ops := []op{{bucketNodes, nrec.ID, nrec}, {bucketPairings, rec.ID, nil}, {bucketSessions, hashHex(token), sess}}
 	var revoked []string
 	for k, s := range r.sessions {
-		if s.NodeID == nrec.ID {
+		if s.NodeID == nrec.ID && !s.Revoked {
 			revoked = append(revoked, k)
-			ops = append(ops, op{bucketSessions, k, nil})
+			rs := *s
+			rs.Revoked = true
+			ops = append(ops, op{bucketSessions, k, &rs})
 		}
 	}
 	if err := r.st.apply(ops...); err != nil {
@@ -424,7 +429,7 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 		return protocol.ConnectChallengeResult{}, storeUnavailable(err, r)
 	}
 	for _, k := range revoked {
-		delete(r.sessions, k)
+		r.sessions[k].Revoked = true
 	}
 	r.sessions[hashHex(token)] = sess
 	r.deletePairingLocked(rec)

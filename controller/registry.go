@@ -169,7 +169,7 @@ func (r *registry) authenticateNode(token string, adv *protocol.NodeAdvertise) (
 				"the node session has expired; pair again with the recovery credential")
 		}
 		e = r.nodes[sess.NodeID]
-		if e == nil || sess.Generation != e.rec.Generation {
+		if e == nil || sess.Revoked || sess.Generation != e.rec.Generation {
 			return nodeAuth{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
 				"the node session was revoked by a newer pairing")
 		}
@@ -197,7 +197,7 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 		return nil, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked, "the node is no longer registered")
 	}
 	if a.session != "" {
-		if s, ok := r.sessions[a.session]; !ok || s.Generation != e.rec.Generation {
+		if s, ok := r.sessions[a.session]; !ok || s.Revoked || s.Generation != e.rec.Generation {
 			return nil, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
 				"the node session was revoked by a newer pairing")
 		}
