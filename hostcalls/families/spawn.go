@@ -1,0 +1,41 @@
+//go:build !lemon_no_spawn && !lemon_no_fs
+
+package families
+
+import (
+	"fmt"
+
+	"lemon/hostcalls/fs"
+	"lemon/hostcalls/spawn"
+	"lemon/hostcalls/store"
+)
+
+func init() {
+	register(builder{name: "spawn", order: 30, build: func(cfg Config, s *Set) error {
+		dirs, ok := s.shared["fs"].(*fs.FS)
+		st, ok2 := s.shared["store"].(*store.Store)
+		if !ok || !ok2 {
+			return fmt.Errorf("spawn needs the fs and store families")
+		}
+		pol := cfg.Policy
+		var allowed *[]string
+		if !pol.AllowedCommands.Unrestricted() {
+			items := append([]string{}, pol.AllowedCommands.Items...)
+			allowed = &items
+		}
+		sp, err := spawn.New(spawn.Config{
+			Store: st, Dirs: dirs,
+			AllowedCommands: allowed, BlockedCommands: pol.BlockedCommands,
+			MaxActive:          pol.Limits.MaxActiveProcesses,
+			MaxRetained:        pol.Limits.MaxRetainedReceipts,
+			OutputCacheEntries: pol.Limits.OutputCacheEntries,
+		})
+		if err != nil {
+			return err
+		}
+		s.Tables = append(s.Tables, sp.Table())
+		s.closers = append(s.closers, sp.Close)
+		s.shared["spawn"] = sp
+		return nil
+	}})
+}

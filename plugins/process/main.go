@@ -1,0 +1,199 @@
+//go:build wasip1
+
+// Command process is the module of the process family: node.process.run,
+// node.process.get and node.process.cancel (spec "Native processes",
+// "Receipt meaning and reconciliation", "Cancellation races"). It
+// validates each request again on the node, drives the spawn host calls,
+// and shapes the seven-field receipt. Every effect (the process, the
+// durable receipts, the output bytes) stays host-side: stdin arrives as an
+// input blob, output leaves as output blobs, and a run in progress is a
+// suspension, so no instance is held while a process runs.
+package main
+
+import (
+	"encoding/json"
+
+	"lemon/plugins/sdk"
+	"lemon/protocol"
+)
+
+//go:wasmimport lemon spawn.run
+func spawnRun(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.result
+func spawnResult(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.get
+func spawnGet(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.cancel
+func spawnCancel(ptr, size uint32) uint64
+
+var manifest = sdk.Manifest{
+	Family:       "process",
+	Version:      "1.0.0",
+	Capabilities: []string{"exec"},
+	HostCalls:    []string{"spawn.run", "spawn.result", "spawn.get", "spawn.cancel"},
+	Methods: []sdk.MethodSpec{
+		{Name: protocol.MethodProcessRun, Version: 1, Capability: "exec",
+			InputBlobs: map[string]sdk.BlobSpec{"stdinBase64": {Encoding: "base64", MaxBytes: protocol.ProcessStdinMaxBytes}}},
+		{Name: protocol.MethodProcessGet, Version: 1, Capability: "exec"},
+		{Name: protocol.MethodProcessCancel, Version: 1, Capability: "exec"},
+	},
+}
+
+func init() {
+	sdk.Serve(manifest, map[string]sdk.Handler{
+		protocol.MethodProcessRun:    run,
+		protocol.MethodProcessGet:    get,
+		protocol.MethodProcessCancel: cancel,
+	})
+}
+
+// The JSON shapes of the spawn host calls (hostcalls/spawn/table.go).
+type wireReceipt struct {
+	State           string  `json:"state"`
+	ExitCode        *int    `json:"exitCode"`
+	StdoutBlob      *uint32 `json:"stdoutBlob"`
+	StderrBlob      *uint32 `json:"stderrBlob"`
+	OutputTruncated bool    `json:"outputTruncated"`
+}
+
+type runArgs struct {
+	ProcessID      string   `json:"processId"`
+	Cwd            string   `json:"cwd"`
+	Argv           []string `json:"argv"`
+	StdinBlob      uint32   `json:"stdinBlob"`
+	TimeoutMs      int64    `json:"timeoutMs"`
+	MaxOutputBytes int64    `json:"maxOutputBytes"`
+}
+
+type runReply struct {
+	Status  string       `json:"status"`
+	Handle  uint32       `json:"handle"`
+	Receipt *wireReceipt `json:"receipt"`
+}
+
+type idArgs struct {
+	ProcessID string `json:"processId"`
+}
+
+type receiptReply struct {
+	Receipt *wireReceipt `json:"receipt"`
+	Handle  uint32       `json:"handle"`
+}
+
+// waitState is carried through a suspension.
+type waitState struct {
+	ProcessID string `json:"processId"`
+}
+
+func run(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.ParseProcessRunNoStdin(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	nodeID := receiptNode(req, p.NodeID)
+	if req.Resume != nil {
+		// The process ended: collect the final receipt this request owns.
+		var rep receiptReply
+		if err := sdk.Call(spawnResult, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+			return nil, err
+		}
+		return receipt(p.ProcessID, nodeID, rep.Receipt)
+	}
+	stdin, ok := req.Blobs["stdinBase64"]
+	if !ok {
+		return nil, protocol.InvalidParams("stdinBase64", "stdinBase64 is required")
+	}
+	if err := protocol.ValidateProcessStdinSize(stdin.Size); err != nil {
+		return nil, err
+	}
+	var rep runReply
+	err := sdk.Call(spawnRun, runArgs{ProcessID: p.ProcessID, Cwd: p.Cwd, Argv: p.Argv, StdinBlob: stdin.ID,
+		TimeoutMs: p.TimeoutMs, MaxOutputBytes: p.MaxOutputBytes}, &rep)
+	if err != nil {
+		return nil, err
+	}
+	switch rep.Status {
+	case "existing":
+		return receipt(p.ProcessID, nodeID, rep.Receipt)
+	case "started":
+		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID}}}, nil
+	}
+	return nil, protocol.Errorf(protocol.CodeInternal, "spawn.run returned an unknown status")
+}
+
+func get(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.ParseProcessID(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	var rep receiptReply
+	if err := sdk.Call(spawnGet, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+		return nil, err
+	}
+	return receipt(p.ProcessID, receiptNode(req, p.NodeID), rep.Receipt)
+}
+
+func cancel(req *sdk.Request) (*sdk.Result, error) {
+	p, perr := protocol.ParseProcessID(req.Params)
+	if perr != nil {
+		return nil, perr
+	}
+	nodeID := receiptNode(req, p.NodeID)
+	var rep receiptReply
+	if req.Resume != nil {
+		// The signalled run has been reaped: read its final receipt.
+		if err := sdk.Call(spawnGet, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+			return nil, err
+		}
+		return receipt(p.ProcessID, nodeID, rep.Receipt)
+	}
+	if err := sdk.Call(spawnCancel, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+		return nil, err
+	}
+	if rep.Receipt == nil {
+		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID}}}, nil
+	}
+	return receipt(p.ProcessID, nodeID, rep.Receipt)
+}
+
+// receiptNode is the node the receipt names: the durable id the broker
+// pinned for this invocation, or the request's nodeId without one.
+func receiptNode(req *sdk.Request, paramsNodeID string) string {
+	if req.Invocation.NodeID != "" {
+		return req.Invocation.NodeID
+	}
+	return paramsNodeID
+}
+
+// receipt shapes the seven-field payload. Known output goes out as blobs
+// (the host writes their base64 into stdoutBase64/stderrBase64); unknown
+// output is null with outputTruncated:true.
+func receipt(processID, nodeID string, w *wireReceipt) (*sdk.Result, error) {
+	if w == nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "host call returned no receipt")
+	}
+	r := protocol.ProcessReceipt{ProcessID: processID, NodeID: nodeID, State: w.State,
+		ExitCode: w.ExitCode, OutputTruncated: w.OutputTruncated}
+	var blobs map[string]uint32
+	if w.StdoutBlob != nil && w.StderrBlob != nil {
+		empty := ""
+		r.StdoutBase64, r.StderrBase64 = &empty, &empty
+		blobs = map[string]uint32{"stdoutBase64": *w.StdoutBlob, "stderrBase64": *w.StderrBlob}
+	} else {
+		r.OutputTruncated = true
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: json.RawMessage(mustJSON(r)), Blobs: blobs}, nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func main() {}
