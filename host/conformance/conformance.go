@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -208,6 +209,9 @@ func (r *Runner) runCase(ctx context.Context, f File, c Case) error {
 					if str, ok := v.(string); ok {
 						vars[fmt.Sprintf("step%d.%s", i, k)] = str
 					}
+					if n, ok := v.(float64); ok {
+						vars[fmt.Sprintf("step%d.%s", i, k)] = strconv.FormatFloat(n, 'f', -1, 64)
+					}
 				}
 			}
 		}
@@ -223,7 +227,20 @@ func pinOf(family string, wasm []byte) moduleset.Module {
 
 var varRE = regexp.MustCompile(`\$\{([A-Za-z0-9_.]+)\}`)
 
+// numRE is a quoted "${num:stepN.field}": it becomes the bare number of a
+// numeric payload field (e.g. a write's mtimeMs carried into the next
+// expectedModifiedAtMs).
+var numRE = regexp.MustCompile(`"\$\{num:([A-Za-z0-9_.]+)\}"`)
+
 func expand(s string, vars map[string]string) string {
+	s = numRE.ReplaceAllStringFunc(s, func(m string) string {
+		if v, ok := vars[m[7:len(m)-2]]; ok {
+			if _, err := strconv.ParseFloat(v, 64); err == nil {
+				return v
+			}
+		}
+		return m
+	})
 	return varRE.ReplaceAllStringFunc(s, func(m string) string {
 		if v, ok := vars[m[2:len(m)-1]]; ok {
 			b, _ := json.Marshal(v)

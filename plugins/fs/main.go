@@ -1,0 +1,222 @@
+//go:build wasip1
+
+// Command fs is the module of the fs family: node.fs.list, stat, read,
+// write, mkdir, move, delete.preview and delete (spec "File operations").
+// It validates each request with the same code the controller uses
+// (protocol/fs.go), makes the host calls of hostcalls/fs, which own every
+// effect and its confinement, and shapes the spec's payloads (adding the
+// name-derived MIME type). File bytes never enter this module: a write's
+// dataBase64 arrives as a host-side blob, and a read's chunk leaves as one.
+package main
+
+import (
+	"lemon/plugins/sdk"
+	"lemon/protocol"
+)
+
+//go:wasmimport lemon fs.list
+func fsList(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.stat
+func fsStat(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.read
+func fsRead(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.write
+func fsWrite(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.mkdir
+func fsMkdir(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.move
+func fsMove(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.delete_preview
+func fsDeletePreview(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.delete
+func fsDelete(ptr, size uint32) uint64
+
+var manifest = sdk.Manifest{
+	Family:       "fs",
+	Version:      "1.0.0",
+	Capabilities: []string{"read", "write"},
+	HostCalls: []string{"fs.list", "fs.stat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
+		"fs.delete_preview", "fs.delete"},
+	Methods: []sdk.MethodSpec{
+		{Name: "node.fs.list", Version: 1, Capability: "read"},
+		{Name: "node.fs.stat", Version: 1, Capability: "read"},
+		{Name: "node.fs.read", Version: 1, Capability: "read"},
+		{Name: "node.fs.write", Version: 1, Capability: "write",
+			InputBlobs: map[string]sdk.BlobSpec{"dataBase64": {Encoding: "base64", MaxBytes: protocol.FSMaxWriteBytes}}},
+		{Name: "node.fs.mkdir", Version: 1, Capability: "write"},
+		{Name: "node.fs.move", Version: 1, Capability: "write"},
+		{Name: "node.fs.delete.preview", Version: 1, Capability: "write"},
+		{Name: "node.fs.delete", Version: 1, Capability: "write"},
+	},
+}
+
+func init() {
+	sdk.Serve(manifest, map[string]sdk.Handler{
+		"node.fs.list":           list,
+		"node.fs.stat":           stat,
+		"node.fs.read":           read,
+		"node.fs.write":          write,
+		"node.fs.mkdir":          mkdir,
+		"node.fs.move":           move,
+		"node.fs.delete.preview": deletePreview,
+		"node.fs.delete":         deleteEntry,
+	})
+}
+
+// decode strictly decodes params into v and runs check; the error is
+// always a bounded *protocol.Error.
+func decode(req *sdk.Request, v any, check func() *protocol.Error) error {
+	if err := protocol.DecodeParams(req.Params, v); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func withMime(st *protocol.FSStat) {
+	if st != nil {
+		st.Mime = protocol.MIMEFromName(st.Path)
+	}
+}
+
+func list(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSListParams
+	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSList(req.Params) }); err != nil {
+		return nil, err
+	}
+	var r protocol.FSListResult
+	if err := sdk.Call(fsList, map[string]any{"path": p.Path, "showHidden": p.ShowHidden}, &r); err != nil {
+		return nil, err
+	}
+	for i := range r.Entries {
+		withMime(r.Entries[i].FSStat)
+	}
+	if r.Entries == nil {
+		r.Entries = []protocol.FSListEntry{}
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func stat(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSStatParams
+	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSStat(req.Params) }); err != nil {
+		return nil, err
+	}
+	var r protocol.FSStat
+	if err := sdk.Call(fsStat, map[string]any{"path": p.Path}, &r); err != nil {
+		return nil, err
+	}
+	withMime(&r)
+	return &sdk.Result{Payload: r}, nil
+}
+
+func read(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSReadParams
+	if err := decode(req, &p, p.Check); err != nil {
+		return nil, err
+	}
+	offset, length := int64(0), int64(protocol.FSMaxReadLength)
+	if p.Offset != nil {
+		offset = *p.Offset
+	}
+	if p.Length != nil {
+		length = *p.Length
+	}
+	var r protocol.FSReadCall
+	if err := sdk.Call(fsRead, map[string]any{"path": p.Path, "offset": offset, "length": length}, &r); err != nil {
+		return nil, err
+	}
+	out := r.FSReadResult
+	out.Mime = protocol.MIMEFromName(out.Path)
+	return &sdk.Result{Payload: out, Blobs: map[string]uint32{"dataBase64": r.Blob}}, nil
+}
+
+func write(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSWriteParams
+	if err := decode(req, &p, p.Check); err != nil {
+		return nil, err
+	}
+	blob, ok := req.Blobs["dataBase64"]
+	if !ok || p.DataBase64 != nil {
+		// The host decodes dataBase64 into a blob before this module runs.
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 is required")
+	}
+	if blob.Size > protocol.FSMaxWriteBytes {
+		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
+	}
+	args := protocol.FSWriteCall{Path: p.Path, Blob: blob.ID, Truncate: true, Mkdirs: p.Mkdirs,
+		ExpectedModifiedAtMs: p.ExpectedModifiedAtMs}
+	if p.Offset != nil {
+		args.Offset = *p.Offset
+	}
+	if p.Truncate != nil {
+		args.Truncate = *p.Truncate
+	}
+	var r protocol.FSWriteResult
+	if err := sdk.Call(fsWrite, args, &r); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func mkdir(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSMkdirParams
+	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSMkdir(req.Params) }); err != nil {
+		return nil, err
+	}
+	var r protocol.FSMkdirResult
+	if err := sdk.Call(fsMkdir, map[string]any{"path": p.Path}, &r); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func move(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSMoveParams
+	if err := decode(req, &p, p.Check); err != nil {
+		return nil, err
+	}
+	var r protocol.FSMoveResult
+	if err := sdk.Call(fsMove, map[string]any{"path": p.Path, "destination": p.Destination,
+		"expectedModifiedAtMs": *p.ExpectedModifiedAtMs, "overwrite": p.Overwrite}, &r); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func deletePreview(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSDeletePreviewParams
+	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSDeletePreview(req.Params) }); err != nil {
+		return nil, err
+	}
+	var r protocol.FSDeletePreviewResult
+	if err := sdk.Call(fsDeletePreview, map[string]any{"path": p.Path, "recursive": p.Recursive}, &r); err != nil {
+		return nil, err
+	}
+	withMime(&r.Stat)
+	return &sdk.Result{Payload: r}, nil
+}
+
+func deleteEntry(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSDeleteParams
+	if err := decode(req, &p, p.Check); err != nil {
+		return nil, err
+	}
+	var r protocol.FSDeleteResult
+	if err := sdk.Call(fsDelete, map[string]any{"path": p.Path, "confirm": p.Confirm,
+		"confirmationToken": p.ConfirmationToken}, &r); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func main() {}
