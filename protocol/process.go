@@ -411,8 +411,10 @@ func exactFields(raw json.RawMessage, want []string) (map[string]json.RawMessage
 		}
 		key, _ := tok.(string)
 		if !allowed[key] {
+			// Name the field only when it looks like one: a key is request
+			// content too.
 			name := key
-			if len(name) > 64 || !utf8.ValidString(name) {
+			if !isIdentifier(name) {
 				name = "?"
 			}
 			return nil, InvalidParams(name, "unknown field "+name)
@@ -443,6 +445,20 @@ func exactFields(raw json.RawMessage, want []string) (map[string]json.RawMessage
 		}
 	}
 	return out, nil
+}
+
+// isIdentifier reports whether s is 1–64 ASCII letters, digits or '_'.
+func isIdentifier(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func decodeString(fields map[string]json.RawMessage, name string, dst *string) *Error {

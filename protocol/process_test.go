@@ -47,6 +47,7 @@ func TestParseProcessRunRejects(t *testing.T) {
 		{name: "missing maxOutputBytes", mut: func(m map[string]any) { delete(m, "maxOutputBytes") }, field: "maxOutputBytes"},
 		{name: "missing nodeId", mut: func(m map[string]any) { delete(m, "nodeId") }, field: "nodeId"},
 		{name: "env not allowed", mut: func(m map[string]any) { m["env"] = map[string]any{} }, field: "env"},
+		{name: "unknown key is not echoed unless identifier-like", mut: func(m map[string]any) { m["SECRET-value"] = 1 }, field: "?"},
 		{name: "case variant key", mut: func(m map[string]any) { delete(m, "cwd"); m["CWD"] = "." }, field: "CWD"},
 		{name: "empty processId", mut: func(m map[string]any) { m["processId"] = "" }, field: "processId"},
 		{name: "processId 129", mut: func(m map[string]any) { m["processId"] = long }, field: "processId"},
