@@ -308,7 +308,7 @@ func BenchmarkSetWithReceiptThroughHost(b *testing.B) {
 }
 
 // BenchmarkList500ThroughHost measures node.secrets.list of 500 names
-// (names of 40 bytes) through the wasm module and the gate.
+// (names of 36 bytes) through the wasm module and the gate.
 func BenchmarkList500ThroughHost(b *testing.B) {
 	f := newFixture(b)
 	for i := 0; i < 500; i++ {
@@ -320,7 +320,7 @@ func BenchmarkList500ThroughHost(b *testing.B) {
 	args := json.RawMessage(`{"nodeId":"node-id"}`)
 	for b.Loop() {
 		out, perr := f.h.Invoke(ctx, protocol.InvokeRequest{NodeID: "node-id", Method: "node.secrets.list", Args: args})
-		if perr != nil || len(out) < 500*40 {
+		if perr != nil || len(out) < 500*36 {
 			b.Fatal(perr)
 		}
 	}
