@@ -38,7 +38,7 @@ func (d testDirs) OpenDir(p string) (int, string, error) {
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string // state dir (the store file lives here)
 	root  string // the allowed root and default cwd
 	path  string
@@ -51,7 +51,9 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-func newFixture(t *testing.T, mut func(*Config)) *fixture {
+func newBenchFixture(b *testing.B) *fixture { return newFixture(b, nil) }
+
+func newFixture(t testing.TB, mut func(*Config)) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	base, _ = filepath.EvalSymlinks(base)
