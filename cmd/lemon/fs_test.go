@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lemon/client"
+	"lemon/client/fakecontrol"
+	hfs "lemon/hostcalls/fs"
+	"lemon/protocol"
+)
+
+// fsNode answers node.fs.* requests the way the fs module does, straight
+// from hostcalls/fs (the module itself is covered by its conformance
+// cases); it lets the CLI's chunking, pipelining and CAS chaining be
+// tested without a controller and a node.
+func fsNode(t *testing.T, f *hfs.FS) fakecontrol.Handler {
+	return func(_ *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
+		if req.Method == "node.list" {
+			return protocol.NodeListResult{Nodes: []protocol.NodeSummary{{NodeID: "n-1", Name: "worker-1"}}}, nil
+		}
+		spec, ok := protocol.LookupMethod(req.Method)
+		if !ok {
+			return nil, protocol.Errorf(protocol.CodeMethodNotFound, "unknown")
+		}
+		if perr := spec.Validate(req.Params); perr != nil {
+			return nil, perr
+		}
+		var v any
+		var err error
+		switch req.Method {
+		case "node.fs.stat":
+			var p protocol.FSStatParams
+			protocol.DecodeParams(req.Params, &p)
+			v, err = f.Stat(p.Path)
+		case "node.fs.list":
+			var p protocol.FSListParams
+			protocol.DecodeParams(req.Params, &p)
+			v, err = f.List(p.Path, p.ShowHidden)
+		case "node.fs.read":
+			var p protocol.FSReadParams
+			protocol.DecodeParams(req.Params, &p)
+			var data []byte
+			r, rerr := f.Read(p.Path, *p.Offset, *p.Length, func(b []byte) uint32 { data = b; return 1 })
+			if rerr == nil {
+				out := r.FSReadResult
+				out.DataBase64 = base64.StdEncoding.EncodeToString(data)
+				v = out
+			}
+			err = rerr
+		case "node.fs.write":
+			var p protocol.FSWriteParams
+			protocol.DecodeParams(req.Params, &p)
+			data, _ := base64.StdEncoding.DecodeString(*p.DataBase64)
+			v, err = f.Write(protocol.FSWriteCall{Path: p.Path, Offset: *p.Offset, Truncate: *p.Truncate, Mkdirs: p.Mkdirs,
+				ExpectedModifiedAtMs: p.ExpectedModifiedAtMs}, data)
+		case "node.fs.move":
+			var p protocol.FSMoveParams
+			protocol.DecodeParams(req.Params, &p)
+			v, err = f.Move(p.Path, p.Destination, *p.ExpectedModifiedAtMs, p.Overwrite)
+		case "node.fs.delete.preview":
+			var p protocol.FSDeletePreviewParams
+			protocol.DecodeParams(req.Params, &p)
+			v, err = f.Preview(p.Path, p.Recursive)
+		case "node.fs.delete":
+			var p protocol.FSDeleteParams
+			protocol.DecodeParams(req.Params, &p)
+			v, err = f.Delete(p.Path, p.Confirm, p.ConfirmationToken)
+		default:
+			return nil, protocol.Errorf(protocol.CodeMethodNotFound, "unknown")
+		}
+		if err != nil {
+			return nil, protocol.AsError(err)
+		}
+		b, _ := json.Marshal(v)
+		return json.RawMessage(b), nil
+	}
+}
+
+func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {
+	t.Helper()
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	f, err := hfs.New(hfs.Config{Roots: []string{root}, DefaultCwd: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", MaxPayload: maxPayload, Handle: fsNode(t, f)})
+	t.Cleanup(srv.Close)
+	conn, err := client.Dial(context.Background(), srv.URL, client.Options{Token: "op"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &fsClient{conn: conn}
+	if c.node, err = c.resolveNode(context.Background(), "worker-1"); err != nil || c.node != "n-1" {
+		t.Fatalf("resolve by name: %q %v", c.node, err)
+	}
+	return c, root
+}
+
+// TestFSPutGetRoundTrip uploads and downloads files whose sizes straddle
+// the chunk size, byte-identical, under the default 1 MiB payload and a
+// small one that forces many chunks.
+func TestFSPutGetRoundTrip(t *testing.T) {
+	for _, maxPayload := range []int{protocol.DefaultMaxPayload, 16 << 10} {
+		c, root := fsFixture(t, maxPayload)
+		chunk := int(c.writeChunk())
+		local := t.TempDir()
+		for _, size := range []int{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 17} {
+			data := make([]byte, size)
+			rand.Read(data)
+			src := filepath.Join(local, "src")
+			os.WriteFile(src, data, 0o644)
+			if err := c.put(context.Background(), src, "up/file.bin", true, true, nil); err != nil {
+				t.Fatalf("payload %d size %d put: %v", maxPayload, size, err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(root, "up/file.bin")); !bytes.Equal(got, data) {
+				t.Fatalf("payload %d size %d: uploaded bytes differ (%d)", maxPayload, size, len(got))
+			}
+			dst := filepath.Join(local, "dst")
+			if err := c.get(context.Background(), "up/file.bin", dst, nil); err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+				t.Fatalf("payload %d size %d: downloaded bytes differ", maxPayload, size)
+			}
+		}
+	}
+}
+
+func TestFSPutRefusesToReplaceWithoutOverwrite(t *testing.T) {
+	c, root := fsFixture(t, protocol.DefaultMaxPayload)
+	os.WriteFile(filepath.Join(root, "keep"), []byte("original"), 0o644)
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, []byte("new"), 0o644)
+	err := c.put(context.Background(), src, "keep", false, false, nil)
+	if pe, ok := err.(*protocol.Error); !ok || pe.DomainCode() != protocol.DomainRevisionConflict {
+		t.Fatalf("got %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "keep")); string(b) != "original" {
+		t.Error("file replaced")
+	}
+}
+
+func TestFSLsMvRm(t *testing.T) {
+	c, root := fsFixture(t, protocol.DefaultMaxPayload)
+	os.MkdirAll(filepath.Join(root, "d/sub"), 0o755)
+	os.WriteFile(filepath.Join(root, "d/a.txt"), []byte("abc"), 0o644)
+	var out bytes.Buffer
+	if err := c.ls(context.Background(), &out, []string{"d"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "a.txt") || !strings.Contains(out.String(), "sub") || !strings.Contains(out.String(), "-rw-r--r--") {
+		t.Errorf("ls output:\n%s", out.String())
+	}
+	if err := c.mv(context.Background(), "d/a.txt", "d/b.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	var prompt bytes.Buffer
+	if err := c.rm(context.Background(), strings.NewReader("n\n"), &prompt, []string{"d"}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "d/b.txt")); err != nil || !strings.Contains(prompt.String(), "3 entries") {
+		t.Fatalf("declined rm deleted or prompt wrong: %q", prompt.String())
+	}
+	if err := c.rm(context.Background(), strings.NewReader("y\n"), &prompt, []string{"d"}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "d")); !os.IsNotExist(err) {
+		t.Error("rm did not delete")
+	}
+}
