@@ -203,9 +203,14 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 		derr := s.ns.Update(func(tx *store.Tx) error { return tx.Delete(recordPrefix + req.ProcessID) })
 		serr := startError(err)
 		if derr != nil {
-			// The id stays spent (its record says running and becomes
-			// outcome_unknown at the next start); the caller learns that
-			// nothing ran.
+			// The id stays spent: its durable record says running and
+			// becomes outcome_unknown at the next start; until then this
+			// worker answers outcome_unknown from memory. The caller
+			// learns that nothing ran.
+			gone := &run{id: req.ProcessID, done: make(chan struct{}),
+				terminal: record{V: 1, State: protocol.ProcessStateOutcomeUnknown, Intent: intent}}
+			close(gone.done)
+			s.unsaved[req.ProcessID] = gone
 			serr.WithRetry(false, false)
 		}
 		return nil, nil, serr
