@@ -21,7 +21,7 @@ import (
 // from hostcalls/fs (the module itself is covered by its conformance
 // cases); it lets the CLI's chunking, pipelining and CAS chaining be
 // tested without a controller and a node.
-func fsNode(t *testing.T, f *hfs.FS) fakecontrol.Handler {
+func fsNode(f *hfs.FS) fakecontrol.Handler {
 	return func(_ *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
 		if req.Method == "node.list" {
 			return protocol.NodeListResult{Nodes: []protocol.NodeSummary{{NodeID: "n-1", Name: "worker-1"}}}, nil
@@ -92,7 +92,7 @@ func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", MaxPayload: maxPayload, Handle: fsNode(t, f)})
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", MaxPayload: maxPayload, Handle: fsNode(f)})
 	t.Cleanup(srv.Close)
 	conn, err := client.Dial(context.Background(), srv.URL, client.Options{Token: "op"})
 	if err != nil {
@@ -176,5 +176,40 @@ func TestFSLsMvRm(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "d")); !os.IsNotExist(err) {
 		t.Error("rm did not delete")
+	}
+}
+
+// BenchmarkFSPutGet32MiB measures lemon fs put then get of 32 MiB through a
+// fake controller that serves node.fs.* from hostcalls/fs directly (no
+// wasm module, no routing): the CLI's chunking and pipelining over one
+// WebSocket at the default 1 MiB maxPayload.
+func BenchmarkFSPutGet32MiB(b *testing.B) {
+	root, _ := filepath.EvalSymlinks(b.TempDir())
+	f, err := hfs.New(hfs.Config{Roots: []string{root}, DefaultCwd: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", Handle: fsNode(f)})
+	defer srv.Close()
+	conn, err := client.Dial(context.Background(), srv.URL, client.Options{Token: "op"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	c := &fsClient{conn: conn, node: "n-1"}
+	data := make([]byte, 32<<20)
+	rand.Read(data)
+	src := filepath.Join(b.TempDir(), "src")
+	os.WriteFile(src, data, 0o644)
+	dst := filepath.Join(b.TempDir(), "dst")
+	b.SetBytes(int64(2 * len(data)))
+	for b.Loop() {
+		if err := c.put(context.Background(), src, "big.bin", true, false, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.get(context.Background(), "big.bin", dst, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
