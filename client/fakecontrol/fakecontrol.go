@@ -42,6 +42,9 @@ type Options struct {
 	ModuleSet *protocol.ModuleSetRef
 	// Handle answers requests other than connect and node.invoke.result.
 	Handle Handler
+	// AuthNodeID, when set, is the nodeId hello-ok reports for every node
+	// (default: the advertised one).
+	AuthNodeID string
 	// ConnectHook may refuse a connect after the token check.
 	ConnectHook func(p protocol.ConnectParams) *protocol.Error
 }
@@ -220,6 +223,9 @@ func (s *Server) connect(c *Conn, params json.RawMessage) (any, *protocol.Error)
 		hello.ModuleSet = s.opts.ModuleSet
 		if c.Connect.Node != nil {
 			hello.Auth.NodeID = c.Connect.Node.NodeID
+		}
+		if s.opts.AuthNodeID != "" {
+			hello.Auth.NodeID = s.opts.AuthNodeID
 		}
 	}
 	return hello, nil

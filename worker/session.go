@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"lemon/client"
+	"lemon/protocol"
+)
+
+// MaxInvokeTimeout caps the deadline a node accepts from the controller
+// (node.process.run may ask for long runs; anything beyond a day is a
+// malformed request).
+const MaxInvokeTimeout = 24 * time.Hour
+
+// resultFrameOverhead is the size of a node.invoke.result request frame
+// around its params, with the longest request id the client issues.
+var resultFrameOverhead = len(`{"type":"req","id":"r18446744073709551615","method":"` +
+	protocol.MethodInvokeResult + `","params":}`)
+
+// session is one authenticated connection and the invocations it carries.
+// Every invocation runs in its own goroutine under a context derived from
+// ctx (cancelled when the connection ends) with the broker deadline.
+type session struct {
+	w       *Worker
+	conn    *client.Conn
+	disp    Dispatcher
+	nodeID  string
+	limit   int // result frames must not exceed this many bytes
+	readyCh chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+	wg     sync.WaitGroup
+
+	inflightMu sync.Mutex
+	inflight   map[string]context.CancelFunc
+}
+
+// onEvent runs on the connection's reader goroutine: it only decodes,
+// registers and starts goroutines, so a slow method never holds up other
+// traffic.
+func (s *session) onEvent(ev protocol.Event) {
+	switch ev.Event {
+	case protocol.EventInvokeRequest:
+		var req protocol.InvokeRequest
+		if err := json.Unmarshal(ev.Payload, &req); err != nil || !validInvokeID(req.InvokeID) {
+			s.w.log.Warn("malformed invoke request dropped", "seq", ev.Seq)
+			return
+		}
+		s.start(req)
+	case protocol.EventInvokeCancel:
+		var c protocol.InvokeCancel
+		if json.Unmarshal(ev.Payload, &c) != nil {
+			return
+		}
+		s.inflightMu.Lock()
+		cancel := s.inflight[c.InvokeID]
+		s.inflightMu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+}
+
+func validInvokeID(id string) bool {
+	return id != "" && len(id) <= 256 && utf8.ValidString(id)
+}
+
+func (s *session) start(req protocol.InvokeRequest) {
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if req.TimeoutMs <= 0 {
+		timeout = protocol.DefaultTimeoutMs * time.Millisecond
+	}
+	timeout = min(timeout, MaxInvokeTimeout)
+
+	s.inflightMu.Lock()
+	if s.ctx.Err() != nil {
+		s.inflightMu.Unlock()
+		return
+	}
+	if _, dup := s.inflight[req.InvokeID]; dup {
+		s.inflightMu.Unlock()
+		s.w.log.Warn("duplicate invokeId ignored")
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		s.inflightMu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.reply(req.InvokeID, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
+				"node has too many invocations in flight").WithRetry(true, false))
+		}()
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	s.inflight[req.InvokeID] = cancel
+	s.wg.Add(1)
+	s.inflightMu.Unlock()
+
+	go func() {
+		defer s.wg.Done()
+		payload, perr := s.invoke(ctx, req)
+		// The slot is free before the result is sent: once the controller
+		// has a result, the node can take another invocation.
+		s.inflightMu.Lock()
+		delete(s.inflight, req.InvokeID)
+		s.inflightMu.Unlock()
+		cancel()
+		<-s.sem
+		s.reply(req.InvokeID, payload, perr)
+	}()
+}
+
+// invoke checks the request against this node and runs the dispatcher,
+// turning a panic into INTERNAL_ERROR.
+func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (payload json.RawMessage, perr *protocol.Error) {
+	select {
+	case <-s.readyCh:
+	case <-ctx.Done():
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "connection closed")
+	}
+	if s.nodeID != "" && req.NodeID != "" && req.NodeID != s.nodeID {
+		return nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainNodeIdentityMismatch,
+			"invocation addressed to another node")
+	}
+	if s.disp == nil {
+		return nil, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleSetUnavailable,
+			"node has not loaded its module set")
+	}
+	if _, ok := s.disp.Methods()[req.Method]; !ok {
+		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
+	}
+	if spec, ok := protocol.LookupMethod(req.Method); ok && spec.Validate != nil {
+		if perr := spec.Validate(req.Args); perr != nil {
+			return nil, perr
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			// No stack or panic value: either may hold request content.
+			s.w.log.Error("dispatcher panicked", "method", req.Method)
+			payload, perr = nil, protocol.Errorf(protocol.CodeInternal, "internal error")
+		}
+	}()
+	payload, perr = s.disp.Invoke(ctx, req)
+	if perr == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && payload == nil {
+		perr = protocol.Errorf(protocol.CodeTimeout, "deadline exceeded on the node")
+	}
+	return payload, perr
+}
+
+// reply sends node.invoke.result unless the connection has ended (the
+// controller pins invocations to the connection, so a result for a closed
+// one has nowhere to go). A result that would exceed the negotiated
+// maxPayload, or the shared depth and item limits, becomes an error.
+func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol.Error) {
+	select {
+	case <-s.readyCh:
+	case <-s.ctx.Done():
+		return
+	}
+	if s.ctx.Err() != nil {
+		return
+	}
+	params := encodeResult(invokeID, payload, perr, s.limit)
+	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
+	defer cancel()
+	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, params); err != nil {
+		s.w.log.Debug("result not delivered", "code", err.Code)
+	}
+}
+
+// encodeResult builds node.invoke.result params whose request frame fits
+// limit bytes. A payload that does not fit, or breaks the shared depth and
+// item limits, or is not JSON, becomes an INTERNAL_ERROR result.
+func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int) json.RawMessage {
+	if perr == nil {
+		if len(payload) == 0 {
+			payload = json.RawMessage("null")
+		}
+		switch err := protocol.CheckJSONLimits(payload); {
+		case errors.Is(err, protocol.ErrTooDeep), errors.Is(err, protocol.ErrTooManyItems):
+			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the JSON depth or item limits").WithRetry(false, false)
+		case err != nil:
+			perr = protocol.Errorf(protocol.CodeInternal, "node produced an invalid result")
+		default:
+			b, err := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Result: payload})
+			if err == nil && len(b)+resultFrameOverhead <= limit {
+				return b
+			}
+			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the negotiated maxPayload").WithRetry(false, false)
+		}
+	}
+	b, _ := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: perr})
+	if len(b)+resultFrameOverhead > limit {
+		// Only an unusually long error message can get here.
+		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID,
+			Error: protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")})
+	}
+	return b
+}

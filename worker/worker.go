@@ -1,0 +1,336 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"lemon/client"
+	"lemon/protocol"
+)
+
+// Version is the worker version sent in connect.client.version.
+const Version = "0.1.0"
+
+// Config configures a Worker. ControllerURL, Token and either Dispatcher
+// or LoadModules are required.
+type Config struct {
+	// ControllerURL is the controller's /ws endpoint, ws:// or wss://.
+	// ws:// to a host that is not loopback is refused unless
+	// AllowInsecureController (DESIGN §3).
+	ControllerURL           string
+	AllowInsecureController bool
+	// Name is advertised in connect (node.name). With a paired session the
+	// controller keeps its own name for the node.
+	Name string
+	// NodeID is the durable node ID of a paired session; when set, the
+	// controller's hello-ok must confirm it, and invocations for another
+	// node ID are refused.
+	NodeID string
+	// Token is the node token (interim policy token or paired session
+	// token). It is never logged.
+	Token string
+	// Dispatcher serves methods. It may be nil when LoadModules is set:
+	// the node then advertises no methods until it has the module set.
+	Dispatcher Dispatcher
+	// ModuleCacheDir caches the controller's pinned module set (DESIGN
+	// §8); with LoadModules set, the worker fetches what the cache lacks,
+	// verifies it and builds a new Dispatcher from it.
+	ModuleCacheDir string
+	LoadModules    func(ctx context.Context, set *ModuleSet) (Dispatcher, error)
+	// Capabilities are advertised in connect (node.capabilities).
+	Capabilities []string
+	// MaxPayload is the largest frame this node accepts, in bytes,
+	// advertised in connect; results must also fit the controller's
+	// hello-ok policy.maxPayload (default protocol.DefaultMaxPayload).
+	MaxPayload int
+	// MaxConcurrent bounds invocations in flight (default 256); more are
+	// answered UNAVAILABLE with retrySafe:true.
+	MaxConcurrent int
+	// PingInterval is the WebSocket ping period (default 25 s); the
+	// connection is dropped after IdleTimeout without any frame (default
+	// three ping periods).
+	PingInterval time.Duration
+	IdleTimeout  time.Duration
+	// Backoff shapes reconnects (defaults: 500 ms initial, 30 s cap).
+	Backoff Backoff
+	// ResultTimeout bounds delivery of one node.invoke.result (default 30 s).
+	ResultTimeout time.Duration
+	// Logger receives connection events; nil discards them. No token,
+	// argument or result content is ever logged.
+	Logger *slog.Logger
+	// Dialer overrides the WebSocket dialer (TLS roots, proxies).
+	Dialer *websocket.Dialer
+	// OnConnected, if set, is called after each successful handshake.
+	OnConnected func(hello protocol.NodeHelloOK)
+}
+
+// Worker keeps one node connected to its controller. Create with New,
+// run with Run.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	disp    Dispatcher
+	set     *ModuleSet
+	digest  string
+	retired []closer
+}
+
+type closer interface{ Close(context.Context) error }
+
+// ErrFatal wraps every handshake refusal that retrying cannot fix
+// (UNAUTHORIZED, FORBIDDEN, INVALID_PARAMS, CONFLICT, identity mismatch).
+// Run returns it instead of reconnecting; the wrapped *protocol.Error
+// says why.
+var ErrFatal = errors.New("worker: controller refused this node")
+
+// New validates cfg and returns a Worker. It does no I/O except reading
+// the module cache, when configured.
+func New(cfg Config) (*Worker, error) {
+	if err := CheckControllerURL(cfg.ControllerURL, cfg.AllowInsecureController); err != nil {
+		return nil, err
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("worker: a node token is required")
+	}
+	if cfg.Dispatcher == nil && cfg.LoadModules == nil {
+		return nil, errors.New("worker: a dispatcher or a module loader is required")
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = protocol.DefaultMaxPayload
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 256
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = protocol.PingIntervalMs * time.Millisecond
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 3 * cfg.PingInterval
+	}
+	if cfg.ResultTimeout <= 0 {
+		cfg.ResultTimeout = 30 * time.Second
+	}
+	cfg.Backoff = cfg.Backoff.withDefaults()
+	w := &Worker{cfg: cfg, log: cfg.Logger, disp: cfg.Dispatcher}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	return w, nil
+}
+
+// Run connects, serves and reconnects until ctx ends (returning nil) or
+// the controller refuses the node for good (returning an error wrapping
+// ErrFatal). It loads a cached module set first when one is configured.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.LoadModules != nil && w.cfg.ModuleCacheDir != "" {
+		if set, err := readCachedSet(w.cfg.ModuleCacheDir); err == nil && set != nil {
+			if err := w.install(ctx, set); err != nil {
+				w.log.Warn("cached module set not loaded", "reason", safeReason(err))
+			}
+		}
+	}
+	defer w.closeDispatcher()
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	attempt := 0
+	for {
+		res := w.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if res.fatal != nil {
+			return res.fatal
+		}
+		if res.reload {
+			attempt = 0
+			continue
+		}
+		if res.stable {
+			attempt = 0
+		}
+		d := w.cfg.Backoff.Delay(attempt, rnd)
+		attempt++
+		w.log.Info("controller connection lost; reconnecting", "reason", res.reason, "delay", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) current() (Dispatcher, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.disp, w.digest
+}
+
+func (w *Worker) closeDispatcher() {
+	w.mu.Lock()
+	d := w.disp
+	w.mu.Unlock()
+	if c, ok := d.(closer); ok && d != w.cfg.Dispatcher {
+		c.Close(context.Background())
+	}
+	w.closeRetired()
+}
+
+// install builds a dispatcher for set and makes it current. The previous
+// dispatcher, when the worker built it, is closed once its invocations
+// have drained (the caller ends the connection that served them).
+func (w *Worker) install(ctx context.Context, set *ModuleSet) error {
+	d, err := w.cfg.LoadModules(ctx, set)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	old := w.disp
+	w.disp, w.set, w.digest = d, set, set.Digest
+	w.mu.Unlock()
+	if old != nil && old != w.cfg.Dispatcher {
+		if c, ok := old.(closer); ok {
+			w.mu.Lock()
+			w.retired = append(w.retired, c)
+			w.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// closeRetired closes dispatchers replaced by a newer module set. It runs
+// after a session has ended and its invocations have returned, so no call
+// is still inside them.
+func (w *Worker) closeRetired() {
+	w.mu.Lock()
+	old := w.retired
+	w.retired = nil
+	w.mu.Unlock()
+	for _, c := range old {
+		c.Close(context.Background())
+	}
+}
+
+type sessionResult struct {
+	reason string // bounded, for the log
+	stable bool   // the connection stayed up long enough to reset backoff
+	reload bool   // a new module set was installed: reconnect at once
+	fatal  error
+}
+
+// fatalCodes are handshake refusals retrying cannot fix.
+var fatalCodes = map[string]bool{
+	protocol.CodeUnauthorized:  true,
+	protocol.CodeForbidden:     true,
+	protocol.CodeInvalidParams: true,
+	protocol.CodeConflict:      true,
+}
+
+func (w *Worker) session(ctx context.Context) sessionResult {
+	disp, digest := w.current()
+	methods := map[string]int{}
+	if disp != nil {
+		methods = disp.Methods()
+	}
+	s := &session{w: w, disp: disp, inflight: map[string]context.CancelFunc{},
+		sem: make(chan struct{}, w.cfg.MaxConcurrent), readyCh: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	defer s.cancel()
+
+	conn, err := client.Dial(ctx, w.cfg.ControllerURL, client.Options{
+		Role:          protocol.RoleNode,
+		Token:         w.cfg.Token,
+		ClientID:      "lemon-node",
+		ClientVersion: Version,
+		Node: &protocol.NodeAdvertise{
+			Name:            w.cfg.Name,
+			NodeID:          w.cfg.NodeID,
+			Methods:         methods,
+			ModuleSetDigest: digest,
+			MaxPayload:      w.cfg.MaxPayload,
+			Capabilities:    w.cfg.Capabilities,
+		},
+		OnEvent:      s.onEvent,
+		ReadLimit:    int64(w.cfg.MaxPayload) + client.EnvelopeSlack,
+		Dialer:       w.cfg.Dialer,
+		PingInterval: w.cfg.PingInterval,
+		IdleTimeout:  w.cfg.IdleTimeout,
+	})
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			if fatalCodes[pe.Code] {
+				return sessionResult{fatal: fmt.Errorf("%w: %w", ErrFatal, pe)}
+			}
+			return sessionResult{reason: pe.Code}
+		}
+		return sessionResult{reason: safeReason(err)}
+	}
+	var hello protocol.NodeHelloOK
+	if json.Unmarshal(conn.HelloRaw(), &hello) != nil {
+		hello.HelloOK = conn.Hello()
+	}
+	if w.cfg.NodeID != "" && hello.Auth.NodeID != "" && hello.Auth.NodeID != w.cfg.NodeID {
+		conn.Close()
+		return sessionResult{fatal: fmt.Errorf("%w: %w", ErrFatal, protocol.DomainError(protocol.CodeUnauthorized,
+			protocol.DomainNodeIdentityMismatch, "the token authenticates as a different node"))}
+	}
+	s.conn = conn
+	s.nodeID = w.cfg.NodeID
+	if s.nodeID == "" {
+		s.nodeID = hello.Auth.NodeID
+	}
+	s.limit = min(w.cfg.MaxPayload, conn.MaxPayload())
+	// Invocations that arrived before Dial returned start now.
+	close(s.readyCh)
+	connectedAt := time.Now()
+	w.log.Info("connected to controller", "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
+	if w.cfg.OnConnected != nil {
+		w.cfg.OnConnected(hello)
+	}
+
+	reload := make(chan error, 1)
+	if hello.ModuleSet != nil && hello.ModuleSet.Digest != digest && w.cfg.LoadModules != nil {
+		go func() { reload <- w.syncModules(s.ctx, conn, hello.ModuleSet.Digest) }()
+	}
+
+	res := sessionResult{}
+	select {
+	case <-ctx.Done():
+		res.reason = "stopping"
+	case <-conn.Done():
+		res.reason = safeReason(conn.Err())
+	case err := <-reload:
+		if err != nil {
+			// Keep serving what we have; the controller routes only the
+			// methods we advertised.
+			w.log.Warn("module set not updated", "reason", safeReason(err))
+			select {
+			case <-ctx.Done():
+				res.reason = "stopping"
+			case <-conn.Done():
+				res.reason = safeReason(conn.Err())
+			}
+		} else {
+			res.reload = true
+			res.reason = "module set updated"
+		}
+	}
+	res.stable = time.Since(connectedAt) >= w.cfg.Backoff.Max
+	// A disconnect cancels every invocation in flight.
+	s.cancel()
+	conn.Close()
+	s.wg.Wait()
+	w.closeRetired()
+	return res
+}
