@@ -31,8 +31,8 @@ const nodeToken = "node-secret-token-5678"
 type fakeDispatcher struct {
 	methods map[string]int
 	release chan struct{}
-	started chan string         // invokeId of each call as it starts
-	ended   chan error          // ctx.Err() seen by "slow" when it ends
+	started chan string        // invokeId of each call as it starts
+	ended   chan error         // ctx.Err() seen by "slow" when it ends
 	seen    chan time.Duration // time left until the deadline at start
 	big     json.RawMessage
 }
