@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"lemon/client"
+	"lemon/protocol"
+	"lemon/version"
+)
+
+func init() {
+	register("call", "call one controller method and print the payload as JSON", func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	})
+}
+
+// Operator CLI defaults shared by call and nodes.
+const (
+	defaultControllerURL = "ws://127.0.0.1:7777/ws"
+	envController        = "LEMON_CONTROLLER"
+	envOperatorToken     = "LEMON_OPERATOR_TOKEN"
+	envControlPlaneToken = "LEMON_CONTROL_PLANE_OPERATOR_TOKEN"
+)
+
+const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST] METHOD [PARAMS_JSON | -]
+
+Sends one request to the controller and prints the response payload as JSON
+on stdout (exit 0). An error response is printed as its error object JSON on
+stderr (exit 1); a usage error exits 2. PARAMS_JSON is a JSON object ("-"
+reads it from stdin).
+
+The operator token comes from LEMON_OPERATOR_TOKEN, else
+LEMON_CONTROL_PLANE_OPERATOR_TOKEN. The controller defaults to
+$LEMON_CONTROLLER, else ws://127.0.0.1:7777/ws.
+
+example:
+  lemon call node.host.info '{"nodeId":"..."}'
+`
+
+// operatorSession holds what every operator subcommand needs.
+type operatorSession struct {
+	url    string
+	token  string
+	scopes []string
+}
+
+// operatorFlags adds --controller and --scopes to fs and returns a function
+// that resolves them with the environment after parsing.
+func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operatorSession, error) {
+	def := getenv(envController)
+	if def == "" {
+		def = defaultControllerURL
+	}
+	url := fs.String("controller", def, "controller /ws URL (default $"+envController+" or "+defaultControllerURL+")")
+	scopes := fs.String("scopes", "", "comma-separated operator scopes to request (default: all the token grants)")
+	return func() (operatorSession, error) {
+		s := operatorSession{url: *url, token: getenv(envOperatorToken)}
+		if s.token == "" {
+			s.token = getenv(envControlPlaneToken)
+		}
+		if s.token == "" {
+			return s, fmt.Errorf("set %s (or %s) to an operator token", envOperatorToken, envControlPlaneToken)
+		}
+		if *scopes != "" {
+			for _, sc := range strings.Split(*scopes, ",") {
+				if sc = strings.TrimSpace(sc); sc != "" {
+					s.scopes = append(s.scopes, sc)
+				}
+			}
+		}
+		return s, nil
+	}
+}
+
+// dial connects an operator session. A failure is returned as a protocol
+// error object (the controller's, or UNAVAILABLE with a safe reason).
+func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Conn, *protocol.Error) {
+	conn, err := client.Dial(ctx, s.url, client.Options{Token: s.token, Scopes: s.scopes,
+		ClientID: clientID, ClientVersion: version.Version})
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
+		var de *client.DialError
+		if errors.As(err, &de) {
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "%s", de.Error())
+		}
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "cannot connect to the controller")
+	}
+	return conn, nil
+}
+
+// maxParamsBytes bounds PARAMS_JSON read from stdin; the controller's
+// maxPayload refuses anything bigger anyway.
+const maxParamsBytes = 64 << 20
+
+func runCall(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lemon call", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, callUsage) }
+	resolve := operatorFlags(fs, getenv)
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (0: never)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return 2
+	}
+	method := fs.Arg(0)
+	var params json.RawMessage
+	if fs.NArg() == 2 {
+		raw := []byte(fs.Arg(1))
+		if fs.Arg(1) == "-" {
+			b, err := io.ReadAll(io.LimitReader(stdin, maxParamsBytes+1))
+			if err != nil || len(b) > maxParamsBytes {
+				fmt.Fprintln(stderr, "lemon call: cannot read PARAMS_JSON from stdin")
+				return 2
+			}
+			raw = b
+		}
+		raw = bytes.TrimSpace(raw)
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+			// Never echo the argument: it may hold file bytes or secrets.
+			fmt.Fprintln(stderr, "lemon call: PARAMS_JSON must be a JSON object")
+			return 2
+		}
+		params = raw
+	}
+	sess, err := resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "lemon call: %v\n", err)
+		return 2
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	conn, perr := sess.dial(ctx, "lemon-call")
+	if perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
+	defer conn.Close()
+	payload, perr := conn.Call(ctx, method, params)
+	if perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, payload, "", "  ") != nil {
+		out.Reset()
+		out.Write(payload)
+	}
+	out.WriteByte('\n')
+	stdout.Write(out.Bytes())
+	return 0
+}
+
+// printErrorObject writes {"code","message","details"} as one JSON line.
+func printErrorObject(w io.Writer, perr *protocol.Error) {
+	b, err := json.Marshal(perr)
+	if err != nil {
+		b = []byte(`{"code":"INTERNAL_ERROR","message":"error not encodable"}`)
+	}
+	w.Write(append(b, '\n'))
+}
