@@ -48,6 +48,10 @@ func (tt *testTable) table() hostcalls.Table {
 			Func: func(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
 				return json.Marshal(map[string]uint32{"handle": call.Await(tt.release)})
 			}},
+		{Name: "test.blob", Capability: hostcalls.CapHostInfo, Audit: hostcalls.AuditMeta,
+			Func: func(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+				return json.Marshal(map[string]uint32{"blob": call.PutBlob(args)})
+			}},
 		{Name: "test.write", Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation,
 			Func: func(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
 				return []byte(`{}`), nil
@@ -345,5 +349,21 @@ func TestUnknownMethod(t *testing.T) {
 	f := newFixture(t, host.Config{})
 	if _, perr := f.invoke(t, "node.nope", `{}`); perr == nil || perr.Code != protocol.CodeMethodNotFound {
 		t.Fatalf("%v", perr)
+	}
+}
+
+func TestPayloadBlobPassesThrough(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	out, perr := f.invoke(t, "test.relayblob", `{"names":["a","b"],"truncated":false}`)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if names, _ := out["names"].([]any); len(names) != 2 || out["truncated"] != false {
+		t.Fatalf("out = %v", out)
+	}
+	// A payload blob that is not a JSON object is refused.
+	_, perr = f.invoke(t, "test.relayblob", ``)
+	if perr != nil {
+		t.Fatalf("empty params relay: %v", perr)
 	}
 }

@@ -128,7 +128,7 @@ func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 				}
 				return nil, out.Error
 			}
-			return inv.encodeOutputBlobs(out.Payload, out.Blobs)
+			return inv.finishPayload(out)
 		}
 		if suspensions >= MaxSuspensions {
 			return nil, protocol.Errorf(protocol.CodeInternal, "module suspended too often")
@@ -151,7 +151,7 @@ func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 			out2, perr := h.runOnce(gctx, mod, &in)
 			cancel()
 			if perr == nil && out2.Suspend == nil && out2.OK {
-				return inv.encodeOutputBlobs(out2.Payload, out2.Blobs)
+				return inv.finishPayload(out2)
 			}
 			if perr == nil && out2.Suspend == nil && out2.Error != nil {
 				return nil, out2.Error
@@ -246,6 +246,21 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 		return nil, nil, protocol.InvalidParams("", "params could not be re-encoded")
 	}
 	return out, blobs, nil
+}
+
+// finishPayload builds the response payload: the payload blob or the
+// inline payload, with output blobs encoded into it.
+func (inv *invocation) finishPayload(out *abi.Output) (json.RawMessage, *protocol.Error) {
+	payload := out.Payload
+	if out.PayloadBlob != 0 {
+		b, ok := inv.Blob(out.PayloadBlob)
+		trimmed := bytes.TrimSpace(b)
+		if !ok || len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module returned an invalid payload blob")
+		}
+		payload = trimmed
+	}
+	return inv.encodeOutputBlobs(payload, out.Blobs)
 }
 
 // encodeOutputBlobs sets each named top-level payload field to the

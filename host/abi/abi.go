@@ -68,9 +68,13 @@ type Suspend struct {
 
 // Output is the JSON lemon_invoke returns.
 type Output struct {
-	OK      bool              `json:"ok"`
-	Payload json.RawMessage   `json:"payload,omitempty"`
-	Blobs   map[string]uint32 `json:"blobs,omitempty"`
-	Error   *protocol.Error   `json:"error,omitempty"`
-	Suspend *Suspend          `json:"suspend,omitempty"`
+	OK      bool            `json:"ok"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadBlob, when non-zero, names a blob holding the payload's JSON
+	// object (made by a host call); it replaces Payload, so large host
+	// results reach the caller without crossing guest JSON.
+	PayloadBlob uint32            `json:"payloadBlob,omitempty"`
+	Blobs       map[string]uint32 `json:"blobs,omitempty"`
+	Error       *protocol.Error   `json:"error,omitempty"`
+	Suspend     *Suspend          `json:"suspend,omitempty"`
 }

@@ -69,8 +69,12 @@ type Suspend struct {
 // blob ids the host encodes as base64 into the payload.
 type Result struct {
 	Payload any
-	Blobs   map[string]uint32
-	Suspend *Suspend
+	// PayloadBlob, when non-zero, is a blob (returned by a host call) that
+	// holds the whole payload object; Payload is then ignored. Use it to
+	// pass a large host result through without decoding it in the guest.
+	PayloadBlob uint32
+	Blobs       map[string]uint32
+	Suspend     *Suspend
 }
 
 // Handler serves one method.
@@ -132,11 +136,12 @@ type wireSuspend struct {
 }
 
 type wireResult struct {
-	OK      bool              `json:"ok"`
-	Payload any               `json:"payload,omitempty"`
-	Blobs   map[string]uint32 `json:"blobs,omitempty"`
-	Error   *protocol.Error   `json:"error,omitempty"`
-	Suspend *wireSuspend      `json:"suspend,omitempty"`
+	OK          bool              `json:"ok"`
+	Payload     any               `json:"payload,omitempty"`
+	PayloadBlob uint32            `json:"payloadBlob,omitempty"`
+	Blobs       map[string]uint32 `json:"blobs,omitempty"`
+	Error       *protocol.Error   `json:"error,omitempty"`
+	Suspend     *wireSuspend      `json:"suspend,omitempty"`
 }
 
 func describe() []byte {
@@ -160,9 +165,12 @@ func invoke(in []byte) []byte {
 	if res == nil {
 		res = &Result{Payload: struct{}{}}
 	}
-	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, Blobs: res.Blobs}
+	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, PayloadBlob: res.PayloadBlob, Blobs: res.Blobs}
+	if res.PayloadBlob != 0 {
+		w.Payload = nil
+	}
 	if res.Suspend != nil {
-		w.Payload, w.Blobs = nil, nil
+		w.Payload, w.PayloadBlob, w.Blobs = nil, 0, nil
 		w.Suspend = &wireSuspend{Handle: res.Suspend.Handle, State: res.Suspend.State}
 	}
 	b, err := json.Marshal(w)

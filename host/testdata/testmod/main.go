@@ -18,6 +18,9 @@ func testPing(ptr, size uint32) uint64
 //go:wasmimport lemon test.start
 func testStart(ptr, size uint32) uint64
 
+//go:wasmimport lemon test.blob
+func testBlob(ptr, size uint32) uint64
+
 //go:wasmimport lemon test.write
 func testWrite(ptr, size uint32) uint64
 
@@ -25,7 +28,7 @@ func init() {
 	sdk.Serve(sdk.Manifest{
 		Family: "testmod", Version: "0.0.1",
 		Capabilities: []string{"hostinfo", "write"},
-		HostCalls:    []string{"test.ping", "test.start", "test.write"},
+		HostCalls:    []string{"test.ping", "test.start", "test.write", "test.blob"},
 		Methods: []sdk.MethodSpec{
 			{Name: "test.ping", Version: 1, Capability: "hostinfo"},
 			{Name: "test.echo", Version: 1, Capability: "hostinfo",
@@ -34,14 +37,18 @@ func init() {
 			{Name: "test.wait", Version: 1, Capability: "hostinfo"},
 			{Name: "test.write", Version: 1, Capability: "write"},
 			{Name: "test.spin", Version: 1, Capability: "hostinfo"},
+			{Name: "test.relay", Version: 1, Capability: "hostinfo"},
+			{Name: "test.relayblob", Version: 1, Capability: "hostinfo"},
 		},
 	}, map[string]sdk.Handler{
-		"test.ping":  ping,
-		"test.echo":  echo,
-		"test.trap":  trap,
-		"test.wait":  wait,
-		"test.write": write,
-		"test.spin":  spin,
+		"test.ping":      ping,
+		"test.echo":      echo,
+		"test.trap":      trap,
+		"test.wait":      wait,
+		"test.write":     write,
+		"test.spin":      spin,
+		"test.relay":     relay,
+		"test.relayblob": relayBlob,
 	})
 }
 
@@ -101,3 +108,25 @@ func spin(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func main() {}
+
+// relay passes its params through a host call and back, to measure the
+// cost of JSON crossing the boundary.
+func relay(req *sdk.Request) (*sdk.Result, error) {
+	var out json.RawMessage
+	if err := sdk.Call(testPing, req.Params, &out); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+// relayBlob has the host keep its params as a blob and returns that blob
+// as the whole payload: the JSON never enters the guest twice.
+func relayBlob(req *sdk.Request) (*sdk.Result, error) {
+	var out struct {
+		Blob uint32 `json:"blob"`
+	}
+	if err := sdk.Call(testBlob, req.Params, &out); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{PayloadBlob: out.Blob}, nil
+}
