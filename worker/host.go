@@ -51,14 +51,22 @@ func ReadChunkFor(maxPayload int) int {
 	return n
 }
 
-// NewHost assembles the node's host-call families and loads the module
-// set into a new host. close releases both.
-func NewHost(ctx context.Context, o HostOptions) (h *host.Host, closeFn func() error, err error) {
+// NodeHost is the node's side of the host: the host-call families are
+// built once (they hold pinned root descriptors, the store, the vault and
+// running processes), and each module set gets a fresh host.Host over
+// them. Its LoadModules is a Config.LoadModules.
+type NodeHost struct {
+	o    HostOptions
+	fams *families.Set
+}
+
+// NewNodeHost builds the families; Close releases them.
+func NewNodeHost(o HostOptions) (*NodeHost, error) {
 	if o.Policy == nil {
 		o.Policy = &policies.Worker{}
 	}
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("state dir: %w", err)
+		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = 1 << 20
@@ -66,31 +74,48 @@ func NewHost(ctx context.Context, o HostOptions) (h *host.Host, closeFn func() e
 	fams, err := families.Build(families.Config{
 		DefaultCwd: o.DefaultCwd, Roots: o.Roots, StateDir: o.StateDir,
 		LemonVersion: version.Version, Policy: o.Policy, MaxReadChunk: ReadChunkFor(o.MaxPayload),
+		MaxPayload: o.MaxPayload,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return &NodeHost{o: o, fams: fams}, nil
+}
+
+// Families names the host-call families built into this node.
+func (n *NodeHost) Families() []string { return n.fams.Families }
+
+// Close releases the families (after every host built over them is closed).
+func (n *NodeHost) Close() error { return n.fams.Close() }
+
+// LoadModules builds a host.Host for a verified module set. It serves
+// only families that are both pinned and built into this binary; the
+// returned *host.Host is closed by the worker when a newer set replaces it.
+func (n *NodeHost) LoadModules(ctx context.Context, set *ModuleSet) (Dispatcher, error) {
+	return n.newHost(ctx, set.Manifest, set.Modules)
+}
+
+func (n *NodeHost) newHost(ctx context.Context, m moduleset.Manifest, modules map[string][]byte) (*host.Host, error) {
+	o := n.o
 	var rules []host.RateRule
 	for _, r := range o.Policy.RateLimits {
 		rules = append(rules, host.RateRule{Module: r.Module, HostCall: r.HostCall, PerSecond: r.PerSecond, Burst: r.Burst})
 	}
-	h, err = host.New(ctx, host.Config{
+	h, err := host.New(ctx, host.Config{
 		CacheDir:          filepath.Join(o.StateDir, "wazero-cache"),
 		MemoryLimitPages:  o.Policy.Pool.MemoryLimitPages,
 		PoolSize:          o.Policy.Pool.Size,
 		RecycleAfterCalls: o.Policy.Pool.RecycleAfterCalls,
 		Ceiling:           o.Policy.Ceiling(),
 		RateRules:         rules,
-		Tables:            fams.Tables,
+		Tables:            n.fams.Tables,
 		Logger:            o.Logger,
 	})
 	if err != nil {
-		fams.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	// Serve only families that are both pinned and built into this binary.
-	for _, mod := range o.Manifest.Modules {
-		if _, err := h.Load(ctx, mod, o.Modules[mod.Family]); err != nil {
+	for _, mod := range m.Modules {
+		if _, err := h.Load(ctx, mod, modules[mod.Family]); err != nil {
 			if errors.Is(err, host.ErrHostCallUnavailable) {
 				if o.Logger != nil {
 					o.Logger.Warn("module not served: this node lacks a host-call family it needs",
@@ -99,13 +124,27 @@ func NewHost(ctx context.Context, o HostOptions) (h *host.Host, closeFn func() e
 				continue
 			}
 			h.Close(ctx)
-			fams.Close()
-			return nil, nil, err
+			return nil, err
 		}
+	}
+	return h, nil
+}
+
+// NewHost assembles the node's host-call families and loads the module
+// set into a new host. close releases both.
+func NewHost(ctx context.Context, o HostOptions) (h *host.Host, closeFn func() error, err error) {
+	n, err := NewNodeHost(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err = n.newHost(ctx, o.Manifest, o.Modules)
+	if err != nil {
+		n.Close()
+		return nil, nil, err
 	}
 	return h, func() error {
 		err := h.Close(context.Background())
-		if ferr := fams.Close(); err == nil {
+		if ferr := n.Close(); err == nil {
 			err = ferr
 		}
 		return err

@@ -31,6 +31,9 @@ type Config struct {
 	Policy *policies.Worker
 	// MaxReadChunk bounds one fs.read so its base64 fits the payload cap.
 	MaxReadChunk int
+	// MaxPayload is the node's advertised frame cap in bytes (default
+	// 1 MiB); process output is budgeted so a receipt fits it.
+	MaxPayload int
 }
 
 // Set is the assembled families.

@@ -29,6 +29,7 @@ func init() {
 			MaxActive:          pol.Limits.MaxActiveProcesses,
 			MaxRetained:        pol.Limits.MaxRetainedReceipts,
 			OutputCacheEntries: pol.Limits.OutputCacheEntries,
+			MaxPayload:         cfg.MaxPayload,
 		})
 		if err != nil {
 			return err
