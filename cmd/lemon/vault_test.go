@@ -1,3 +1,5 @@
+//go:build !lemon_no_vault
+
 package main
 
 import (

@@ -87,11 +87,14 @@ func Build(cfg Config) (*Set, error) {
 		}
 	}
 	for _, b := range sorted {
+		before := len(s.Tables)
 		if err := b.build(cfg, s); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("families: %s: %w", b.name, err)
 		}
-		s.Families = append(s.Families, b.name)
+		if len(s.Tables) > before {
+			s.Families = append(s.Families, b.name)
+		}
 	}
 	return s, nil
 }
