@@ -31,6 +31,25 @@ type ModuleSet struct {
 // <sha256>.wasm per module; directory 0700, files 0600.
 const cachedManifest = "manifest.json"
 
+// NewModuleSet wraps a manifest and its verified module bytes (keyed by
+// family), e.g. moduleset.Load's result, as a ModuleSet. It verifies every
+// module again.
+func NewModuleSet(m moduleset.Manifest, modules map[string][]byte) (*ModuleSet, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	for _, mod := range m.Modules {
+		if err := mod.Verify(modules[mod.Family]); err != nil {
+			return nil, err
+		}
+	}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &ModuleSet{Digest: m.Digest(), ManifestJSON: mj, Manifest: m, Modules: modules}, nil
+}
+
 // readCachedSet loads the cached set; it returns nil, nil when there is
 // none, and an error when any module is missing or corrupt.
 func readCachedSet(dir string) (*ModuleSet, error) {

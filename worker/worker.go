@@ -45,6 +45,10 @@ type Config struct {
 	// verifies it and builds a new Dispatcher from it.
 	ModuleCacheDir string
 	LoadModules    func(ctx context.Context, set *ModuleSet) (Dispatcher, error)
+	// InitialSet, with LoadModules, is served when the cache holds no set
+	// (a binary's embedded default set); the controller's pinned set
+	// replaces it when the digests differ.
+	InitialSet *ModuleSet
 	// Capabilities are advertised in connect (node.capabilities).
 	Capabilities []string
 	// MaxPayload is the largest frame this node accepts, in bytes,
@@ -132,10 +136,17 @@ func New(cfg Config) (*Worker, error) {
 // the controller refuses the node for good (returning an error wrapping
 // ErrFatal). It loads a cached module set first when one is configured.
 func (w *Worker) Run(ctx context.Context) error {
-	if w.cfg.LoadModules != nil && w.cfg.ModuleCacheDir != "" {
-		if set, err := readCachedSet(w.cfg.ModuleCacheDir); err == nil && set != nil {
+	if w.cfg.LoadModules != nil {
+		var set *ModuleSet
+		if w.cfg.ModuleCacheDir != "" {
+			set, _ = readCachedSet(w.cfg.ModuleCacheDir)
+		}
+		if set == nil {
+			set = w.cfg.InitialSet
+		}
+		if set != nil {
 			if err := w.install(ctx, set); err != nil {
-				w.log.Warn("cached module set not loaded", "reason", safeReason(err))
+				w.log.Warn("module set not loaded", "reason", safeReason(err))
 			}
 		}
 	}

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"lemon/host/moduleset/defaultset"
+	"lemon/hostcalls"
+	"lemon/policies"
+	"lemon/protocol"
+	"lemon/worker"
+)
+
+func init() {
+	register("node", "run an execution node: lemon node join ...", runNode)
+}
+
+const nodeUsage = `usage: lemon node join --controller URL [--name NAME] [--pair [--repair --node-id ID]]
+                      [--cwd DIR] [--allowed-root DIR]... [--capabilities LIST]
+                      [--policy worker.toml] [--state DIR] [--allow-insecure-controller]
+
+Joins a controller as a named execution node and serves its methods until
+interrupted.
+
+Credentials (prefer the environment to flags, which enter shell history):
+  LEMON_NODE_TOKEN           interim node token from the controller policy
+  LEMON_NODE_OPERATOR_TOKEN  operator token, used only by --pair
+Without LEMON_NODE_TOKEN the session stored by a previous --pair under
+~/.lemon/nodes/execution/ is used (bound to the exact controller URL).
+
+  --pair                     enrol (or re-pair after expiry, keeping the node ID)
+  --pair --repair --node-id ID
+                             re-pair a stored identity that has no recovery credential
+  --allow-insecure-controller  allow ws:// to a non-loopback controller
+                             (or LEMON_NODE_ALLOW_INSECURE_CONTROLLER=true)
+`
+
+const (
+	envNodeToken         = "LEMON_NODE_TOKEN"
+	envNodeOperatorToken = "LEMON_NODE_OPERATOR_TOKEN"
+	envAllowInsecure     = "LEMON_NODE_ALLOW_INSECURE_CONTROLLER"
+)
+
+func runNode(args []string) int {
+	if len(args) < 1 || args[0] != "join" {
+		fmt.Fprint(os.Stderr, nodeUsage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runNodeJoin(ctx, args[1:], os.Getenv, os.Stderr)
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// nodeOptions are the parsed flags of node join.
+type nodeOptions struct {
+	name, controller, cwd, policy, state string
+	roots                                stringList
+	capabilities                         string
+	insecure                             bool
+	pair, repair                         bool
+	nodeID                               string
+	token, operatorToken                 string
+	maxPayload                           int
+}
+
+func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
+	o := &nodeOptions{}
+	fs := flag.NewFlagSet("lemon node join", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, nodeUsage) }
+	fs.StringVar(&o.name, "name", "", "node name (trimmed; unique per controller)")
+	fs.StringVar(&o.controller, "controller", "", "controller /ws URL (wss://, or ws:// to loopback)")
+	fs.StringVar(&o.cwd, "cwd", "", "default working directory (default: the current directory)")
+	fs.Var(&o.roots, "allowed-root", "extra allowed file root, added to home (repeatable)")
+	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: "+strings.Join(hostcalls.AllCapabilities, ","))
+	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
+	fs.StringVar(&o.state, "state", "", "state directory (default: policy state_dir, else ~/.lemon/nodes/state/NAME)")
+	fs.BoolVar(&o.insecure, "allow-insecure-controller", false, "allow plaintext ws:// to a non-loopback controller")
+	fs.BoolVar(&o.pair, "pair", false, "pair with the controller (operator token from "+envNodeOperatorToken+")")
+	fs.BoolVar(&o.repair, "repair", false, "with --pair and --node-id: re-pair an identity without a recovery credential")
+	fs.StringVar(&o.nodeID, "node-id", "", "durable node ID (with --repair, or to pick a stored identity)")
+	fs.StringVar(&o.token, "token", "", "node token (prefer "+envNodeToken+")")
+	fs.StringVar(&o.operatorToken, "operator-token", "", "operator token for --pair (prefer "+envNodeOperatorToken+")")
+	fs.IntVar(&o.maxPayload, "max-payload", protocol.DefaultMaxPayload, "largest frame this node accepts and sends, in bytes")
+	if err := fs.Parse(args); err != nil {
+		return nil, 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "lemon node join: unexpected arguments")
+		return nil, 2
+	}
+	if o.controller == "" {
+		fmt.Fprintln(stderr, "lemon node join: --controller is required")
+		return nil, 2
+	}
+	if o.repair && (!o.pair || o.nodeID == "") {
+		fmt.Fprintln(stderr, "lemon node join: --repair needs --pair and --node-id")
+		return nil, 2
+	}
+	if o.maxPayload < 64<<10 || o.maxPayload > 64<<20 {
+		fmt.Fprintln(stderr, "lemon node join: --max-payload must be between 65536 and 67108864")
+		return nil, 2
+	}
+	if o.token == "" {
+		o.token = getenv(envNodeToken)
+	}
+	if o.operatorToken == "" {
+		o.operatorToken = getenv(envNodeOperatorToken)
+	}
+	if !o.insecure {
+		if v, err := strconv.ParseBool(getenv(envAllowInsecure)); err == nil && v {
+			o.insecure = true
+		}
+	}
+	return o, 0
+}
+
+// effectivePolicy applies the flags to the policy by restriction: the
+// capability list narrows the ceiling, --cwd and --allowed-root choose
+// the paths (home stays a root, as the spec's CLI does).
+func effectivePolicy(o *nodeOptions) (pol *policies.Worker, cwd string, roots []string, err error) {
+	pol = &policies.Worker{}
+	if o.policy != "" {
+		if pol, err = policies.LoadWorker(o.policy); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if o.capabilities != "" {
+		set := policies.StringSet{Set: true, Items: []string{}}
+		for _, c := range strings.Split(o.capabilities, ",") {
+			c = strings.TrimSpace(c)
+			if c == "" {
+				continue
+			}
+			if c == "all" {
+				set = policies.StringSet{Set: true, All: true}
+				break
+			}
+			if !knownCap(c) {
+				return nil, "", nil, fmt.Errorf("--capabilities: unknown capability %q (known: %s)", c, strings.Join(hostcalls.AllCapabilities, ", "))
+			}
+			set.Items = append(set.Items, c)
+		}
+		pol.Capabilities = pol.Capabilities.Intersect(set)
+	}
+	cwd = o.cwd
+	if cwd == "" {
+		cwd = pol.DefaultCwd
+	}
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return nil, "", nil, errors.New("cannot determine the current directory; pass --cwd")
+		}
+	}
+	if cwd, err = existingDir(cwd); err != nil {
+		return nil, "", nil, fmt.Errorf("--cwd: %w", err)
+	}
+	if pol.AllowedRoots != nil {
+		roots = append(roots, pol.AllowedRoots...)
+	} else if home, herr := os.UserHomeDir(); herr == nil && home != "" {
+		roots = append(roots, home)
+	}
+	for _, r := range o.roots {
+		abs, err := existingDir(r)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("--allowed-root: %w", err)
+		}
+		roots = append(roots, abs)
+	}
+	if len(roots) > policies.SpecMaxAllowedRoots {
+		return nil, "", nil, fmt.Errorf("at most %d allowed roots", policies.SpecMaxAllowedRoots)
+	}
+	return pol, cwd, roots, nil
+}
+
+func knownCap(c string) bool {
+	for _, k := range hostcalls.AllCapabilities {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// existingDir makes p absolute and checks it is a directory. Errors name
+// the problem, not the path's contents.
+func existingDir(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", errors.New("not a usable path")
+	}
+	fi, err := os.Stat(abs)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s is not an existing directory", abs)
+	}
+	return abs, nil
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// defaultStateDir is ~/.lemon/nodes/state/<name>.
+func defaultStateDir(name string) (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return "", errors.New("no home directory; pass --state")
+	}
+	n := strings.Trim(unsafeNameChars.ReplaceAllString(strings.TrimSpace(name), "_"), "._")
+	if n == "" {
+		n = "default"
+	}
+	return filepath.Join(home, ".lemon", "nodes", "state", n), nil
+}
+
+// nodeIdentity resolves the credentials the worker connects with: an
+// interim node token, a fresh pairing, or a stored session.
+func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, log *slog.Logger, stderr io.Writer) (token, nodeID, name string, err error) {
+	if o.pair {
+		store, err := worker.DefaultTokenStore()
+		if err != nil {
+			return "", "", "", err
+		}
+		cfg := worker.PairConfig{
+			ControllerURL: o.controller, AllowInsecureController: o.insecure,
+			OperatorToken: o.operatorToken, Name: o.name, Methods: methods, Store: store,
+			Repair: o.repair, NodeID: o.nodeID, Logger: log,
+			OnCode: func(code string, exp time.Time) {
+				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it on the controller with: lemon nodes approve %s\n",
+					code, exp.Local().Format(time.TimeOnly), code)
+			},
+		}
+		if !o.repair {
+			existing, lerr := lookupRecord(store, o)
+			switch {
+			case lerr == nil:
+				cfg.Existing = existing
+			case errors.Is(lerr, worker.ErrNoRecord):
+				if o.name == "" {
+					return "", "", "", errors.New("--name is required to pair a new node")
+				}
+			default:
+				return "", "", "", lerr
+			}
+		}
+		rec, err := worker.Pair(ctx, cfg)
+		if err != nil {
+			return "", "", "", err
+		}
+		fmt.Fprintf(stderr, "paired as %s (node ID %s); session stored\n", rec.Name, rec.NodeID)
+		return rec.SessionToken, rec.NodeID, rec.Name, nil
+	}
+	if o.token != "" {
+		if o.name == "" {
+			return "", "", "", errors.New("--name is required with a node token")
+		}
+		return o.token, o.nodeID, o.name, nil
+	}
+	store, err := worker.DefaultTokenStore()
+	if err != nil {
+		return "", "", "", err
+	}
+	rec, err := lookupRecord(store, o)
+	if errors.Is(err, worker.ErrNoRecord) {
+		return "", "", "", fmt.Errorf("no node token: set %s, or pair this node with --pair", envNodeToken)
+	}
+	if err != nil {
+		return "", "", "", err
+	}
+	if !rec.SessionValid(time.Now()) {
+		return "", "", "", errors.New("the stored session has expired: re-run with --pair (the node keeps its ID and name)")
+	}
+	return rec.SessionToken, rec.NodeID, rec.Name, nil
+}
+
+func lookupRecord(store worker.TokenStore, o *nodeOptions) (*worker.NodeRecord, error) {
+	if o.nodeID != "" {
+		return store.Load(o.nodeID, o.controller)
+	}
+	if o.name == "" {
+		return nil, worker.ErrNoRecord
+	}
+	return store.FindByName(o.name, o.controller)
+}
+
+func runNodeJoin(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, code := parseNodeFlags(args, getenv, stderr)
+	if o == nil {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "lemon node join: %v\n", err)
+		return 1
+	}
+	if err := worker.CheckControllerURL(o.controller, o.insecure); err != nil {
+		return fail(err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pol, cwd, roots, err := effectivePolicy(o)
+	if err != nil {
+		return fail(err)
+	}
+
+	var initial *worker.ModuleSet
+	if m, mods, err := defaultset.Load(); err == nil {
+		initial, _ = worker.NewModuleSet(m, mods)
+	}
+	methods := map[string]int{}
+	if initial != nil {
+		for _, mod := range initial.Manifest.Modules {
+			for _, meth := range mod.Methods {
+				methods[meth.Name] = meth.Version
+			}
+		}
+	}
+	token, nodeID, name, err := nodeIdentity(ctx, o, methods, log, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 130
+		}
+		return fail(err)
+	}
+
+	state := o.state
+	if state == "" {
+		state = pol.StateDir
+	}
+	if state == "" {
+		if state, err = defaultStateDir(name); err != nil {
+			return fail(err)
+		}
+	}
+	nh, err := worker.NewNodeHost(worker.HostOptions{Policy: pol, DefaultCwd: cwd, Roots: roots,
+		StateDir: state, MaxPayload: o.maxPayload, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	defer nh.Close()
+	w, err := worker.New(worker.Config{
+		ControllerURL: o.controller, AllowInsecureController: o.insecure,
+		Name: name, NodeID: nodeID, Token: token,
+		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
+		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("node starting", "name", name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
+	if err := w.Run(ctx); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			switch pe.DomainCode() {
+			case protocol.DomainSessionExpired:
+				return fail(errors.New("the session has expired: re-run with --pair (the node keeps its ID and name)"))
+			case protocol.DomainSessionRevoked:
+				return fail(errors.New("this session was revoked by a newer pairing of the same node"))
+			case protocol.DomainNodeIdentityMismatch:
+				return fail(errors.New("the token authenticates as a different node; refusing it"))
+			}
+			return fail(fmt.Errorf("the controller refused this node (%s)", pe.Code))
+		}
+		return fail(err)
+	}
+	return 0
+}
