@@ -311,6 +311,16 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err != nil {
 		return nil, rejected("compile: %v", err)
 	}
+	// A module importing a host call this node did not build (e.g. no
+	// vault key configured) cannot be instantiated; say so before trying.
+	for _, def := range compiled.ImportedFunctions() {
+		if modName, name, _ := def.Import(); modName == "lemon" && name != "result_read" {
+			if _, ok := h.hostcall[name]; !ok {
+				compiled.Close(ctx)
+				return nil, fmt.Errorf("%w: %w: module needs %q", ErrModuleRejected, ErrHostCallUnavailable, name)
+			}
+		}
+	}
 	mod := &Module{host: h, compiled: compiled}
 	mod.pool = newPool(mod, h.cfg.PoolSize)
 	inst, err := mod.pool.instantiate(ctx)
