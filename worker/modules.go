@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"lemon/client"
+	"lemon/host"
 	"lemon/host/moduleset"
 	"lemon/protocol"
 )
@@ -225,6 +226,9 @@ func safeReason(err error) string {
 		return de.Reason
 	case errors.As(err, &me):
 		return me.Error()
+	case errors.Is(err, host.ErrModuleRejected):
+		// Module and host-call names only; no request content.
+		return err.Error()
 	case errors.Is(err, moduleset.ErrDigestMismatch):
 		return "module bytes do not match the pinned sha256"
 	case errors.Is(err, client.ErrClosed):

@@ -222,11 +222,16 @@ func defaultStateDir(name string) (string, error) {
 	if err != nil || home == "" {
 		return "", errors.New("no home directory; pass --state")
 	}
+	return filepath.Join(home, ".lemon", "nodes", "state", sanitizeName(name)), nil
+}
+
+// sanitizeName turns a node name into one safe path component.
+func sanitizeName(name string) string {
 	n := strings.Trim(unsafeNameChars.ReplaceAllString(strings.TrimSpace(name), "_"), "._")
 	if n == "" {
 		n = "default"
 	}
-	return filepath.Join(home, ".lemon", "nodes", "state", n), nil
+	return n
 }
 
 // nodeIdentity resolves the credentials the worker connects with: an

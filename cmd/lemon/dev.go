@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"lemon/controller"
+	"lemon/host/moduleset/defaultset"
+	"lemon/protocol"
+	"lemon/version"
+	"lemon/worker"
+)
+
+func init() {
+	register("dev", "run a controller and one node on loopback, for trying lemon", func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runDev(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+	})
+}
+
+const devUsage = `usage: lemon dev [--listen 127.0.0.1:PORT] [--name NAME] [--cwd DIR] [--allowed-root DIR]...
+                 [--capabilities LIST] [--policy worker.toml] [--state DIR]
+
+Runs a controller on a loopback address and one node (default cwd: the
+current directory) joined to it with an interim node token, and prints the
+operator token (LEMON_CONTROL_PLANE_OPERATOR_TOKEN, or a generated one) with
+a lemon call line to try. Ctrl-C stops both.
+`
+
+func randomToken(prefix string) string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lemon dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, devUsage) }
+	listen := fs.String("listen", "127.0.0.1:7777", "loopback address of the controller")
+	o := &nodeOptions{}
+	fs.StringVar(&o.name, "name", "dev", "node name")
+	fs.StringVar(&o.cwd, "cwd", "", "node default cwd (default: the current directory)")
+	fs.Var(&o.roots, "allowed-root", "extra allowed file root, added to home (repeatable)")
+	fs.StringVar(&o.capabilities, "capabilities", "", "capability ceiling (default: the policy's, else all)")
+	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
+	fs.StringVar(&o.state, "state", "", "node state directory (default: ~/.lemon/dev/NAME)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "lemon dev: %v\n", err)
+		return 1
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	m, mods, err := defaultset.Load()
+	if err != nil {
+		return fail(err)
+	}
+	pinned, err := controller.NewModuleSet(m, mods)
+	if err != nil {
+		return fail(err)
+	}
+	initial, err := worker.NewModuleSet(m, mods)
+	if err != nil {
+		return fail(err)
+	}
+	pol, cwd, roots, err := effectivePolicy(o)
+	if err != nil {
+		return fail(err)
+	}
+	// State (compilation cache, module cache, store) persists under
+	// ~/.lemon/dev/NAME so a restart does not recompile the modules.
+	state := o.state
+	if state == "" {
+		if home, herr := os.UserHomeDir(); herr == nil && home != "" {
+			state = filepath.Join(home, ".lemon", "dev", sanitizeName(o.name))
+		} else {
+			if state, err = os.MkdirTemp("", "lemon-dev-"); err != nil {
+				return fail(errors.New("cannot create a state directory; pass --state"))
+			}
+			defer os.RemoveAll(state)
+		}
+	}
+
+	opToken := getenv(envControlPlaneToken)
+	generated := opToken == ""
+	if generated {
+		opToken = randomToken("lop_")
+	}
+	nodeToken := randomToken("lnt_")
+	srv, err := controller.New(controller.Config{
+		Operators: []controller.OperatorCredential{{Name: "dev", TokenHash: controller.HashToken(opToken),
+			Scopes: append([]string(nil), protocol.OperatorScopes...)}},
+		NodeTokens: []controller.NodeCredential{{Name: o.name, TokenHash: controller.HashToken(nodeToken)}},
+		ModuleSet:  pinned,
+		Version:    version.Version,
+		Logger:     log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		srv.Close()
+		return fail(fmt.Errorf("cannot listen on %s", *listen))
+	}
+	if !controller.IsLoopback(ln.Addr()) {
+		ln.Close()
+		srv.Close()
+		return fail(errors.New("--listen must be a loopback address"))
+	}
+	url := "ws://" + ln.Addr().String() + "/ws"
+
+	nh, err := worker.NewNodeHost(worker.HostOptions{Policy: pol, DefaultCwd: cwd, Roots: roots,
+		StateDir: state, MaxPayload: protocol.DefaultMaxPayload, Logger: log})
+	if err != nil {
+		ln.Close()
+		srv.Close()
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	announced := false
+	w, err := worker.New(worker.Config{
+		ControllerURL: url, Name: o.name, Token: nodeToken,
+		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
+		Capabilities: pol.Ceiling(), Logger: log,
+		OnConnected: func(h protocol.NodeHelloOK) {
+			if announced {
+				return
+			}
+			announced = true
+			fmt.Fprintf(stdout, "lemon dev: controller on %s, node %q (nodeId %s) serving %s\n", url, o.name, h.Auth.NodeID, cwd)
+			if generated {
+				fmt.Fprintf(stdout, "operator token (generated): %s\n", opToken)
+			} else {
+				fmt.Fprintf(stdout, "operator token: from %s\n", envControlPlaneToken)
+				opToken = "$" + envControlPlaneToken
+			}
+			fmt.Fprintf(stdout, "try:\n  LEMON_OPERATOR_TOKEN=%s bin/lemon call --controller %s node.host.info '{\"nodeId\":\"%s\"}'\n",
+				opToken, url, h.Auth.NodeID)
+		},
+	})
+	if err != nil {
+		nh.Close()
+		ln.Close()
+		srv.Close()
+		return fail(err)
+	}
+
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ctx, ln) }()
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- w.Run(ctx) }()
+
+	// Run until Ctrl-C or until either side fails; then stop the node
+	// first (it cancels its in-flight work) and the controller after.
+	var runErr error
+	srvFinished, workerFinished := false, false
+	select {
+	case <-ctx.Done():
+	case runErr = <-srvDone:
+		srvFinished = true
+	case runErr = <-workerDone:
+		workerFinished = true
+	}
+	cancel()
+	if !workerFinished {
+		if err := <-workerDone; runErr == nil {
+			runErr = err
+		}
+	}
+	srv.Close()
+	if !srvFinished {
+		<-srvDone
+	}
+	nh.Close()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, net.ErrClosed) {
+		return fail(runErr)
+	}
+	fmt.Fprintln(stderr, "lemon dev: stopped")
+	return 0
+}
