@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"lemon/protocol"
+)
+
+func init() {
+	register("nodes", "list nodes, approve or reject pairings, rename nodes", func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return runNodes(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+	})
+}
+
+const nodesUsage = `usage: lemon nodes [--controller URL] [--json]             list nodes and pending pairings
+       lemon nodes [--controller URL] approve CODE        approve a pairing
+       lemon nodes [--controller URL] reject CODE         reject a pairing
+       lemon nodes [--controller URL] rename NODE_ID NAME rename a node
+
+The operator token comes from LEMON_OPERATOR_TOKEN, else
+LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Errors are printed as the error object
+JSON on stderr (exit 1).
+`
+
+func runNodes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lemon nodes", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, nodesUsage) }
+	resolve := operatorFlags(fs, getenv)
+	asJSON := fs.Bool("json", false, "print the raw JSON payloads")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	var (
+		method string
+		params any
+	)
+	switch {
+	case len(rest) == 0:
+	case len(rest) == 2 && rest[0] == "approve":
+		method, params = protocol.MethodPairApprove, protocol.PairDecisionParams{Code: rest[1]}
+	case len(rest) == 2 && rest[0] == "reject":
+		method, params = protocol.MethodPairReject, protocol.PairDecisionParams{Code: rest[1]}
+	case len(rest) == 3 && rest[0] == "rename":
+		method, params = protocol.MethodNodeRename, protocol.NodeRenameParams{NodeID: rest[1], Name: rest[2]}
+	default:
+		fs.Usage()
+		return 2
+	}
+	sess, err := resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "lemon nodes: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, perr := sess.dial(ctx, "lemon-nodes")
+	if perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
+	defer conn.Close()
+
+	if method != "" {
+		raw, perr := conn.Call(ctx, method, params)
+		if perr != nil {
+			printErrorObject(stderr, perr)
+			return 1
+		}
+		if *asJSON {
+			fmt.Fprintf(stdout, "%s\n", raw)
+			return 0
+		}
+		switch method {
+		case protocol.MethodNodeRename:
+			var r protocol.NodeRenameResult
+			json.Unmarshal(raw, &r)
+			fmt.Fprintf(stdout, "renamed %s to %q\n", r.NodeID, r.Name)
+		default:
+			var r protocol.PairDecisionResult
+			json.Unmarshal(raw, &r)
+			if r.NodeID != "" {
+				fmt.Fprintf(stdout, "pairing %s %s: node %q (%s)\n", r.PairingID, r.Status, r.Name, r.NodeID)
+			} else {
+				fmt.Fprintf(stdout, "pairing %s %s\n", r.PairingID, r.Status)
+			}
+		}
+		return 0
+	}
+
+	rawNodes, perr := conn.Call(ctx, protocol.MethodNodeList, protocol.NodeListParams{})
+	if perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
+	// Pending pairings need operator.pairing; a token without it still
+	// lists nodes.
+	rawPairs, pairErr := conn.Call(ctx, protocol.MethodPairList, protocol.PairListParams{})
+	if *asJSON {
+		out := map[string]json.RawMessage{"nodes": rawNodes}
+		if pairErr == nil {
+			out["pairings"] = rawPairs
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	var nodes protocol.NodeListResult
+	if err := json.Unmarshal(rawNodes, &nodes); err != nil {
+		fmt.Fprintln(stderr, "lemon nodes: malformed node.list payload")
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tNODE ID\tSTATUS\tIDENTITY\tSINCE")
+	for _, n := range nodes.Nodes {
+		status, since := "offline", ""
+		if n.Online {
+			status = "online"
+			if n.ConnectedAtMs > 0 {
+				since = time.UnixMilli(n.ConnectedAtMs).Local().Format(time.DateTime)
+			}
+		} else if n.LastSeenAtMs > 0 {
+			since = time.UnixMilli(n.LastSeenAtMs).Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.NodeID, status, n.Identity, since)
+	}
+	tw.Flush()
+	if pairErr != nil {
+		return 0
+	}
+	var pairs protocol.PairListResult
+	if json.Unmarshal(rawPairs, &pairs) != nil || len(pairs.Pairings) == 0 {
+		return 0
+	}
+	fmt.Fprintln(stdout, "\npairings:")
+	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CODE\tKIND\tSTATUS\tNAME\tNODE ID\tEXPIRES")
+	for _, p := range pairs.Pairings {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Code, p.Kind, p.Status, p.Name, p.NodeID,
+			time.UnixMilli(p.ExpiresAtMs).Local().Format(time.TimeOnly))
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,344 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lemon/client"
+	"lemon/controller"
+	"lemon/protocol"
+	"lemon/worker"
+)
+
+const pairOpToken = "pair-test-operator-token"
+
+// realController runs the real controller on 127.0.0.1 with a durable
+// store in dir; restart keeps the same address.
+type realController struct {
+	t    *testing.T
+	dir  string
+	addr string
+	URL  string
+	srv  *controller.Server
+	done chan error
+	once sync.Once
+}
+
+func startController(t *testing.T, dir, addr string) *realController {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	srv, err := controller.New(controller.Config{
+		Operators: []controller.OperatorCredential{{Name: "op", TokenHash: controller.HashToken(pairOpToken),
+			Scopes: append([]string(nil), protocol.OperatorScopes...)}},
+		StateDir: dir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for range 50 { // the old listener's port may linger briefly after a restart
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &realController{t: t, dir: dir, addr: ln.Addr().String(), srv: srv, done: make(chan error, 1)}
+	c.URL = "ws://" + c.addr + "/ws"
+	go func() { c.done <- srv.Serve(context.Background(), ln) }()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *realController) stop() {
+	c.once.Do(func() {
+		c.srv.Close()
+		<-c.done
+	})
+}
+
+func (c *realController) restart() *realController {
+	c.stop()
+	return startController(c.t, c.dir, c.addr)
+}
+
+func (c *realController) operator(t *testing.T) *client.Conn {
+	conn, err := client.Dial(context.Background(), c.URL, client.Options{Token: pairOpToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// approver approves every code Pair shows, from another operator connection.
+func approver(t *testing.T, c *realController) (onCode func(string, time.Time), codes func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	op := c.operator(t)
+	return func(code string, _ time.Time) {
+			mu.Lock()
+			seen = append(seen, code)
+			mu.Unlock()
+			go op.Call(context.Background(), protocol.MethodPairApprove, protocol.PairDecisionParams{Code: code})
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), seen...)
+		}
+}
+
+func pairCfg(c *realController, store worker.TokenStore, name string) worker.PairConfig {
+	return worker.PairConfig{ControllerURL: c.URL, OperatorToken: pairOpToken, Name: name,
+		Methods: map[string]int{"fast": 1}, Store: store, PollInterval: 20 * time.Millisecond,
+		Backoff: worker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+}
+
+// runPaired runs a worker with a stored session until the test ends.
+// done yields Run's result once; stop cancels and waits.
+func runPaired(t *testing.T, c *realController, rec *worker.NodeRecord, f *fakeDispatcher) (done <-chan error, stop func()) {
+	w, err := worker.New(worker.Config{ControllerURL: c.URL, Name: rec.Name, NodeID: rec.NodeID, Token: rec.SessionToken,
+		Dispatcher: f, Backoff: worker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() { result <- w.Run(ctx); close(finished) }()
+	stop = func() { cancel(); <-finished }
+	t.Cleanup(stop)
+	return result, stop
+}
+
+func waitOnline(t *testing.T, op *client.Conn, nodeID string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		raw, perr := op.Call(context.Background(), protocol.MethodNodeDescribe, protocol.NodeDescribeParams{NodeID: nodeID})
+		if perr == nil {
+			var d protocol.NodeDescription
+			json.Unmarshal(raw, &d)
+			if d.Online == want {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("node %s online != %v", nodeID, want)
+}
+
+func TestPairStoreRestartRepair(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, err := worker.DefaultTokenStore()
+	if err != nil || !strings.HasPrefix(store.Dir, os.Getenv("HOME")) {
+		t.Fatalf("store %q: %v", store.Dir, err)
+	}
+	c := startController(t, t.TempDir(), "")
+	onCode, codes := approver(t, c)
+	cfg := pairCfg(c, store, "  worker-1 ")
+	cfg.OnCode = onCode
+	rec, err := worker.Pair(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Pair: %v", err)
+	}
+	if rec.Name != "worker-1" || rec.NodeID == "" || rec.SessionToken == "" || rec.RecoveryCredential == "" ||
+		rec.ControllerURL != c.URL || len(codes()) != 1 {
+		t.Fatalf("record %v, codes %v", rec, codes())
+	}
+	// Modes 0700 / 0600 and the path keyed by sha256(nodeId).
+	fi, err := os.Stat(store.Dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("dir mode %v", fi.Mode())
+	}
+	fi, err = os.Stat(store.RecordPath(rec.NodeID))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %v, %v", fi, err)
+	}
+	if got, err := store.FindByName("worker-1", c.URL); err != nil || got.SessionToken != rec.SessionToken {
+		t.Fatalf("FindByName: %v", err)
+	}
+	if _, err := store.Load(rec.NodeID, "ws://127.0.0.1:1/ws"); !errors.Is(err, worker.ErrControllerMismatch) {
+		t.Fatalf("other controller: %v", err)
+	}
+
+	f := newFake()
+	_, stop1 := runPaired(t, c, rec, f)
+	op := c.operator(t)
+	waitOnline(t, op, rec.NodeID, true)
+
+	// Controller restart: the node reconnects with its stored token.
+	c = c.restart()
+	op = c.operator(t)
+	waitOnline(t, op, rec.NodeID, true)
+	stop1()
+
+	// Re-pair with the recovery credential: same ID and name, new token,
+	// the old token refused.
+	cfg = pairCfg(c, store, "")
+	cfg.Existing = rec
+	rec2, err := worker.Pair(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("re-pair: %v", err)
+	}
+	if rec2.NodeID != rec.NodeID || rec2.Name != "worker-1" || rec2.SessionToken == rec.SessionToken ||
+		rec2.SessionGeneration <= rec.SessionGeneration || rec2.RecoveryCredential != rec.RecoveryCredential {
+		t.Fatalf("re-paired record %v gen %d->%d", rec2, rec.SessionGeneration, rec2.SessionGeneration)
+	}
+	old, err := worker.New(worker.Config{ControllerURL: c.URL, NodeID: rec.NodeID, Token: rec.SessionToken, Dispatcher: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Run(context.Background()); !errors.Is(err, worker.ErrFatal) {
+		t.Fatalf("old token: %v", err)
+	}
+
+	// A legacy record (no recovery credential) must take the repair path.
+	legacy := *rec2
+	legacy.RecoveryCredential = ""
+	cfg = pairCfg(c, store, "")
+	cfg.Existing = &legacy
+	if _, err := worker.Pair(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "--repair --node-id") {
+		t.Fatalf("legacy without --repair: %v", err)
+	}
+	onCode, _ = approver(t, c)
+	cfg = pairCfg(c, store, "")
+	cfg.Repair, cfg.NodeID, cfg.OnCode = true, rec.NodeID, onCode
+	rec3, err := worker.Pair(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	if rec3.NodeID != rec.NodeID || rec3.RecoveryCredential == "" || rec3.RecoveryCredential == rec.RecoveryCredential {
+		t.Fatalf("repair did not rotate the credential: %v", rec3)
+	}
+}
+
+// A running worker whose session a re-pair revokes loses its socket and
+// stops: it never keeps receiving requests beside the new session.
+func TestRepairClosesOldSession(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	onCode, _ := approver(t, c)
+	cfg := pairCfg(c, store, "worker-2")
+	cfg.OnCode = onCode
+	rec, err := worker.Pair(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := runPaired(t, c, rec, newFake())
+	waitOnline(t, c.operator(t), rec.NodeID, true)
+	cfg = pairCfg(c, store, "")
+	cfg.Existing = rec
+	if _, err := worker.Pair(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var pe *protocol.Error
+		if !errors.Is(err, worker.ErrFatal) || !errors.As(err, &pe) || pe.Code != protocol.CodeUnauthorized {
+			t.Fatalf("old worker: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("old worker still running after its session was revoked")
+	}
+}
+
+// An interrupted join resumes the same pairing (same code) from the store,
+// and gets a fresh challenge although the first was never used.
+func TestPairResumesAfterInterruption(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	var first string
+	cfg := pairCfg(c, store, "worker-3")
+	cfg.OnCode = func(code string, _ time.Time) { first = code; cancel() }
+	if _, err := worker.Pair(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted: %v", err)
+	}
+	op := c.operator(t)
+	if _, perr := op.Call(context.Background(), protocol.MethodPairApprove, protocol.PairDecisionParams{Code: first}); perr != nil {
+		t.Fatal(perr)
+	}
+	// The restarted join resumes: approved, a fresh challenge, a session.
+	cfg = pairCfg(c, store, "worker-3")
+	cfg.OnCode = func(code string, _ time.Time) { t.Errorf("code shown again: %s", code) }
+	rec, err := worker.Pair(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if rec.Name != "worker-3" {
+		t.Fatalf("record %v", rec)
+	}
+	entries, _ := os.ReadDir(store.Dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "pairing-") {
+			t.Fatal("pending pairing left behind")
+		}
+	}
+}
+
+func TestPairOperatorCredentialErrorsDoNotEcho(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	cfg := pairCfg(c, store, "worker-4")
+	cfg.OperatorToken = ""
+	if _, err := worker.Pair(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "LEMON_NODE_OPERATOR_TOKEN") {
+		t.Fatalf("missing token: %v", err)
+	}
+	const wrong = "wrong-operator-token-xyz"
+	cfg.OperatorToken = wrong
+	_, err := worker.Pair(context.Background(), cfg)
+	var pe *worker.PairError
+	if !errors.As(err, &pe) || strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), "not accept") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	cfg.ControllerURL = "ws://10.1.2.3:7777/ws"
+	if _, err := worker.Pair(context.Background(), cfg); !errors.Is(err, worker.ErrInsecureController) {
+		t.Fatalf("insecure: %v", err)
+	}
+}
+
+// A record file copied over another node's file is refused.
+func TestTokenStoreRefusesSwappedRecord(t *testing.T) {
+	store := worker.TokenStore{Dir: filepath.Join(t.TempDir(), "execution")}
+	a := &worker.NodeRecord{NodeID: "node-a", Name: "a", ControllerURL: "wss://c/ws", SessionToken: "tok-a"}
+	b := &worker.NodeRecord{NodeID: "node-b", Name: "b", ControllerURL: "wss://c/ws", SessionToken: "tok-b"}
+	if err := store.Save(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(b); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(store.RecordPath("node-b"))
+	os.WriteFile(store.RecordPath("node-a"), data, 0o600)
+	if _, err := store.Load("node-a", "wss://c/ws"); !errors.Is(err, worker.ErrRecordWrongNode) {
+		t.Fatalf("swapped: %v", err)
+	}
+	if got, err := store.FindByName("a", "wss://c/ws"); err == nil {
+		t.Fatalf("FindByName found %v", got)
+	}
+	if _, err := store.Load("node-b", ""); !errors.Is(err, worker.ErrControllerMismatch) {
+		t.Fatalf("no controller: %v", err)
+	}
+	if rec, _ := store.Load("node-b", "wss://c/ws"); rec == nil || strings.Contains(rec.String(), "tok-b") {
+		t.Fatal("String leaks the token")
+	}
+	if _, err := store.Load("node-c", "wss://c/ws"); !errors.Is(err, worker.ErrNoRecord) {
+		t.Fatalf("missing: %v", err)
+	}
+}
