@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"lemon/controller"
+	"lemon/host/moduleset/defaultset"
 	"lemon/policies"
 	"lemon/version"
 )
@@ -25,7 +26,7 @@ func runController(args []string) int {
 	tlsCert := fs.String("tls-cert", "", "PEM certificate file (serve wss://)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file")
 	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else memory only)")
-	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set)")
+	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,6 +72,20 @@ func runController(args []string) int {
 		return 1
 	}
 	cfg.Version = version.Version
+	if cfg.ModuleSet == nil {
+		// DESIGN §8: nodes serve only what the controller pins. Without a
+		// module_set in the policy the controller pins the set built into
+		// this binary.
+		m, mods, err := defaultset.Load()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+			return 1
+		}
+		if cfg.ModuleSet, err = controller.NewModuleSet(m, mods); err != nil {
+			fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+			return 1
+		}
+	}
 	srv, err := controller.New(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
