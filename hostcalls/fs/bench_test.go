@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
@@ -116,6 +117,56 @@ func BenchmarkStatNative(b *testing.B) {
 	for b.Loop() {
 		if _, err := os.Stat(e.abs("root/dir/sub/file.bin")); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// benchDir500 makes root/big with 500 empty files named file-NNNNNN.txt.
+func benchDir500(b *testing.B) *env {
+	e := newEnv(b, nil, "root")
+	if err := os.Mkdir(e.abs("root/big"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		if err := os.WriteFile(e.abs(fmt.Sprintf("root/big/file-%06d.txt", i)), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return e
+}
+
+// BenchmarkList500PayloadHostCall: fs.list_payload of 500 entries through
+// the host-call table (lstat and two access checks per entry, MIME types,
+// the ~100 KB payload JSON and its blob), without wasm; compare
+// plugins/fs BenchmarkList500ThroughHost.
+func BenchmarkList500PayloadHostCall(b *testing.B) {
+	e := benchDir500(b)
+	fn := hostCall(e, "fs.list_payload")
+	args := []byte(`{"path":"big","showHidden":false}`)
+	for b.Loop() {
+		call := newCall()
+		if _, err := fn(context.Background(), call, args); err != nil {
+			b.Fatal(err)
+		}
+		if len(call.blobs[1]) < 500*100 {
+			b.Fatal("short listing")
+		}
+	}
+}
+
+// BenchmarkList500Native: os.ReadDir and an lstat per entry of the same
+// directory (no access checks, no JSON).
+func BenchmarkList500Native(b *testing.B) {
+	e := benchDir500(b)
+	for b.Loop() {
+		ents, err := os.ReadDir(e.abs("root/big"))
+		if err != nil || len(ents) != 500 {
+			b.Fatal(err)
+		}
+		for _, d := range ents {
+			if _, err := d.Info(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

@@ -46,25 +46,36 @@ type (
 // Table returns the fs host calls (docs/ABI.md), one entry per operation:
 //
 //	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime)
+//	fs.list_payload   {path, showHidden}                 -> {payloadBlob}: blob = node.fs.list payload JSON
 //	fs.stat           {path}                             -> protocol.FSStat (no mime)
 //	fs.read           {path, offset, length}             -> protocol.FSReadCall (bytes in blob)
 //	fs.write          protocol.FSWriteCall (data in blob) -> protocol.FSWriteResult
 //	fs.mkdir          {path}                             -> protocol.FSMkdirResult
 //	fs.move           {path, destination, expectedModifiedAtMs, overwrite} -> protocol.FSMoveResult
 //	fs.delete_preview {path, recursive}                  -> protocol.FSDeletePreviewResult (no mime)
+//	fs.delete_preview_payload {path, recursive}          -> {payloadBlob}: blob = node.fs.delete.preview payload JSON
 //	fs.delete         {path, confirm, confirmationToken} -> protocol.FSDeleteResult
 //
 // Reads need capability "read"; everything that can lead to a change,
 // delete previews included, needs "write".
+//
+// The _payload variants build the method's whole payload on the host
+// (MIME types included) as an invocation blob that the module returns as
+// sdk.Result.PayloadBlob without reading it: guest-side JSON costs about
+// 1 µs a byte, and a 500-entry listing is ~100 KB (payload.go). fs modules
+// from 1.1.0 use them; fs.list and fs.delete_preview stay for modules
+// built before, which a controller may still pin.
 func (f *FS) Table() hostcalls.Table {
 	return hostcalls.Table{
 		{Name: "fs.list", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcList},
+		{Name: "fs.list_payload", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcListPayload},
 		{Name: "fs.stat", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStat},
 		{Name: "fs.read", Params: []string{"path", "offset", "length"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcRead},
 		{Name: "fs.write", Params: []string{"path", "blob", "offset", "truncate", "mkdirs", "expectedModifiedAtMs"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcWrite},
 		{Name: "fs.mkdir", Params: []string{"path"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMkdir},
 		{Name: "fs.move", Params: []string{"path", "destination", "expectedModifiedAtMs", "overwrite"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMove},
 		{Name: "fs.delete_preview", Params: []string{"path", "recursive"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditRead, Func: f.hcPreview},
+		{Name: "fs.delete_preview_payload", Params: []string{"path", "recursive"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditRead, Func: f.hcPreviewPayload},
 		{Name: "fs.delete", Params: []string{"path", "confirm", "confirmationToken"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcDelete},
 	}
 }
@@ -89,6 +100,33 @@ func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte,
 		return nil, err
 	}
 	return encode(f.do(ctx, "list", false, func() (any, error) { return f.List(a.Path, a.ShowHidden) }))
+}
+
+func (f *FS) hcListPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+	var a listArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	v, err := f.do(ctx, "list", false, func() (any, error) { return f.ListPayload(a.Path, a.ShowHidden) })
+	return payloadBlob(call, v, err)
+}
+
+// payloadBlob stores a payload built by fn as an invocation blob and
+// answers {"payloadBlob": id}.
+func payloadBlob(call hostcalls.Call, v any, err error) ([]byte, error) {
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, protocol.FSError(protocol.DomainFilesystemError)
+	}
+	return json.Marshal(payloadCall{PayloadBlob: call.PutBlob(b)})
+}
+
+// payloadCall is the result of the _payload host calls.
+type payloadCall struct {
+	PayloadBlob uint32 `json:"payloadBlob"`
 }
 
 func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
@@ -149,6 +187,15 @@ func (f *FS) hcPreview(ctx context.Context, _ hostcalls.Call, args []byte) ([]by
 		return nil, err
 	}
 	return encode(f.do(ctx, "delete_preview", false, func() (any, error) { return f.Preview(a.Path, a.Recursive) }))
+}
+
+func (f *FS) hcPreviewPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+	var a previewArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	v, err := f.do(ctx, "delete_preview", false, func() (any, error) { return f.PreviewPayload(a.Path, a.Recursive) })
+	return payloadBlob(call, v, err)
 }
 
 func (f *FS) hcDelete(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {

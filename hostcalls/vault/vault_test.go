@@ -729,7 +729,7 @@ func callHost(t testing.TB, v *Vault, c hostcalls.Call, name, args string) (stri
 func TestTable(t *testing.T) {
 	f := newFixture(t)
 	want := map[string]hostcalls.AuditClass{HostCallSet: hostcalls.AuditMutation, HostCallList: hostcalls.AuditRead,
-		HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
+		HostCallListPayload: hostcalls.AuditRead, HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
 	tbl := f.v.Table()
 	if len(tbl) != len(want) {
 		t.Fatalf("table has %d entries", len(tbl))
@@ -753,6 +753,10 @@ func TestTable(t *testing.T) {
 	if err != nil || out != `{"names":["integration/token"],"limit":500,"truncated":false}` {
 		t.Fatalf("list = %s %v", out, err)
 	}
+	out, err = callHost(t, f.v, c, HostCallListPayload, `{}`)
+	if err != nil || out != `{"payloadBlob":2}` || string(c.blobs[2]) != `{"names":["integration/token"],"limit":500,"truncated":false}` {
+		t.Fatalf("list_payload = %s %v, blob %s", out, err, c.blobs[2])
+	}
 	out, err = callHost(t, f.v, c, HostCallDelete, `{"name":" integration/token "}`)
 	if err != nil || out != `{"name":"integration/token","deleted":true}` {
 		t.Fatalf("delete = %s %v", out, err)
@@ -770,6 +774,12 @@ func TestTable(t *testing.T) {
 	wantField(t, err, "value")
 	_, err = callHost(t, f.v, c, HostCallList, `{"limit":1}`)
 	wantField(t, err, "limit")
+	nblobs := len(c.blobs)
+	_, err = callHost(t, f.v, c, HostCallListPayload, `{"limit":1}`)
+	wantField(t, err, "limit")
+	if len(c.blobs) != nblobs {
+		t.Fatal("a refused list_payload stored a blob")
+	}
 	c.blobs[2] = bytes.Repeat([]byte("x"), 1<<20+1)
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":2}`)
 	wantField(t, err, "value")

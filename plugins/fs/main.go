@@ -7,6 +7,10 @@
 // effect and its confinement, and shapes the spec's payloads (adding the
 // name-derived MIME type). File bytes never enter this module: a write's
 // dataBase64 arrives as a host-side blob, and a read's chunk leaves as one.
+// Listings and delete previews never enter it either: the host builds
+// those payloads (MIME types included, from the same protocol table) as a
+// blob this module returns unread, because JSON costs a wasm guest about
+// 1 µs a byte and a 500-entry listing is ~100 KB.
 package main
 
 import (
@@ -14,8 +18,8 @@ import (
 	"lemon/protocol"
 )
 
-//go:wasmimport lemon fs.list
-func fsList(ptr, size uint32) uint64
+//go:wasmimport lemon fs.list_payload
+func fsListPayload(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.stat
 func fsStat(ptr, size uint32) uint64
@@ -32,18 +36,18 @@ func fsMkdir(ptr, size uint32) uint64
 //go:wasmimport lemon fs.move
 func fsMove(ptr, size uint32) uint64
 
-//go:wasmimport lemon fs.delete_preview
-func fsDeletePreview(ptr, size uint32) uint64
+//go:wasmimport lemon fs.delete_preview_payload
+func fsDeletePreviewPayload(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.delete
 func fsDelete(ptr, size uint32) uint64
 
 var manifest = sdk.Manifest{
 	Family:       "fs",
-	Version:      "1.0.0",
+	Version:      "1.1.0",
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list", "fs.stat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
-		"fs.delete_preview", "fs.delete"},
+	HostCalls: []string{"fs.list_payload", "fs.stat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
+		"fs.delete_preview_payload", "fs.delete"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read"},
 		{Name: "node.fs.stat", Version: 1, Capability: "read"},
@@ -93,17 +97,24 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSList(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r protocol.FSListResult
-	if err := sdk.Call(fsList, map[string]any{"path": p.Path, "showHidden": p.ShowHidden}, &r); err != nil {
+	var r payloadCall
+	if err := sdk.Call(fsListPayload, map[string]any{"path": p.Path, "showHidden": p.ShowHidden}, &r); err != nil {
 		return nil, err
 	}
-	for i := range r.Entries {
-		withMime(r.Entries[i].FSStat)
+	return r.result()
+}
+
+// payloadCall is the result of the host's _payload calls: the id of a blob
+// holding the method's whole payload object.
+type payloadCall struct {
+	PayloadBlob uint32 `json:"payloadBlob"`
+}
+
+func (c payloadCall) result() (*sdk.Result, error) {
+	if c.PayloadBlob == 0 {
+		return nil, protocol.Errorf(protocol.CodeInternal, "host returned no payload")
 	}
-	if r.Entries == nil {
-		r.Entries = []protocol.FSListEntry{}
-	}
-	return &sdk.Result{Payload: r}, nil
+	return &sdk.Result{PayloadBlob: c.PayloadBlob}, nil
 }
 
 func stat(req *sdk.Request) (*sdk.Result, error) {
@@ -198,12 +209,11 @@ func deletePreview(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSDeletePreview(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r protocol.FSDeletePreviewResult
-	if err := sdk.Call(fsDeletePreview, map[string]any{"path": p.Path, "recursive": p.Recursive}, &r); err != nil {
+	var r payloadCall
+	if err := sdk.Call(fsDeletePreviewPayload, map[string]any{"path": p.Path, "recursive": p.Recursive}, &r); err != nil {
 		return nil, err
 	}
-	withMime(&r.Stat)
-	return &sdk.Result{Payload: r}, nil
+	return r.result()
 }
 
 func deleteEntry(req *sdk.Request) (*sdk.Result, error) {

@@ -293,6 +293,55 @@ func TestCanaryEndToEnd(t *testing.T) {
 	})
 }
 
+// TestListThroughHostBoundary: node.secrets.list answers the vault's own
+// list payload byte for byte (HTML characters and non-ASCII names
+// included), what the module answered when it re-encoded the names itself,
+// at 500 names and, truncated, at 501.
+func TestListThroughHostBoundary(t *testing.T) {
+	f := newFixture(t)
+	for i := 0; i < 499; i++ {
+		if _, err := f.v.Set(vault.SetRequest{Name: "s/" + itoa(100000+i), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.v.Set(vault.SetRequest{Name: "<a>&b/\u2028\u00e9", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{500, 501} {
+		if n == 501 {
+			if _, err := f.v.Set(vault.SetRequest{Name: "0-first", Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, perr := f.invoke(t, "node.secrets.list", `{"nodeId":"node-id"}`)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		l, perr := f.v.List()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		plain, _ := json.Marshal(l)
+		old, _ := json.Marshal(json.RawMessage(plain)) // the module's pass-through before 1.1.0
+		if out != string(plain) || out != string(old) {
+			t.Fatalf("n=%d:\n got %.200s\nwant %.200s", n, out, plain)
+		}
+		var r protocol.SecretsListResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Names) != 500 || r.Limit != 500 || r.Truncated != (n == 501) || (n == 501) != (r.Names[0] == "0-first") {
+			t.Fatalf("n=%d: %d names, truncated=%v, first %q", n, len(r.Names), r.Truncated, r.Names[0])
+		}
+		if !strings.Contains(out, `"\u003ca\u003e\u0026b/\u2028é"`) {
+			t.Fatalf("n=%d: HTML characters not escaped: %.300s", n, out)
+		}
+	}
+	if f.calls[vault.HostCallListPayload] != 2 || f.calls[vault.HostCallList] != 0 {
+		t.Fatalf("host calls %v", f.calls)
+	}
+}
+
 // BenchmarkSetWithReceiptThroughHost measures node.secrets.set with an
 // operationId through the wasm module and the gate (fsync'd write).
 func BenchmarkSetWithReceiptThroughHost(b *testing.B) {

@@ -1,0 +1,107 @@
+package fs
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"lemon/protocol"
+)
+
+// Payload-building variants of list and delete preview. A guest module
+// pays about 1 µs per byte of JSON it decodes or encodes, and a listing of
+// 500 entries is ~100 KB, so these calls build the final spec payload on
+// the host (MIME types included, from the same protocol.MIMEFromName table
+// the module uses for stat and read) and hand it to the module as a blob
+// the module returns unread (sdk.Result.PayloadBlob, docs/ABI.md).
+//
+// The bytes equal what the module produced when it decoded the plain
+// fs.list/fs.delete_preview result, added MIME types and re-encoded it:
+// Go's encoder writes each invalid UTF-8 byte as \ufffd and the module's
+// re-encoding then wrote U+FFFD itself, so fixUTF8 does that replacement
+// before encoding (TestPayloadMatchesModuleShaping holds the two equal).
+
+// ListPayload runs List and returns the node.fs.list payload JSON:
+// {path, entries:[{name, path, type, size, mtimeMs, mode, mime, readable,
+// writable} | {name, error}], limit:500, truncated}.
+func (f *FS) ListPayload(p string, showHidden bool) ([]byte, error) {
+	r, err := f.List(p, showHidden)
+	if err != nil {
+		return nil, err
+	}
+	return listPayload(r)
+}
+
+// listPayload shapes and encodes a List result (it modifies r).
+func listPayload(r *protocol.FSListResult) ([]byte, error) {
+	r.Path = fixUTF8(r.Path)
+	if r.Entries == nil {
+		r.Entries = []protocol.FSListEntry{}
+	}
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		e.Name = fixUTF8(e.Name)
+		e.Error = fixUTF8(e.Error)
+		withMime(e.FSStat)
+	}
+	return marshalPayload(r)
+}
+
+// PreviewPayload runs Preview and returns the node.fs.delete.preview
+// payload JSON: {path, stat:{... mime ...}, childCount, childrenDigest,
+// candidateCount, confirmationToken, expiresAtMs}.
+func (f *FS) PreviewPayload(p string, recursive bool) ([]byte, error) {
+	r, err := f.Preview(p, recursive)
+	if err != nil {
+		return nil, err
+	}
+	return previewPayload(r)
+}
+
+// previewPayload shapes and encodes a Preview result (it modifies r).
+func previewPayload(r *protocol.FSDeletePreviewResult) ([]byte, error) {
+	r.Path = fixUTF8(r.Path)
+	r.ChildrenDigest = fixUTF8(r.ChildrenDigest)
+	r.ConfirmationToken = fixUTF8(r.ConfirmationToken)
+	withMime(&r.Stat)
+	return marshalPayload(r)
+}
+
+// withMime sanitizes a stat's path and sets its name-derived MIME type.
+func withMime(st *protocol.FSStat) {
+	if st == nil {
+		return
+	}
+	st.Path = fixUTF8(st.Path)
+	st.Type = fixUTF8(st.Type)
+	st.Mime = protocol.MIMEFromName(st.Path)
+}
+
+func marshalPayload(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, protocol.FSError(protocol.DomainFilesystemError)
+	}
+	return b, nil
+}
+
+// fixUTF8 replaces each byte of s that is not part of valid UTF-8 with
+// U+FFFD (one per byte, as encoding/json does), and returns s itself when
+// it is valid.
+func fixUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
