@@ -17,6 +17,7 @@ import (
 
 	"lemon/controller"
 	"lemon/host/moduleset/defaultset"
+	"lemon/policies"
 	"lemon/protocol"
 	"lemon/version"
 	"lemon/worker"
@@ -86,6 +87,10 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fail(err)
 	}
+	// lemon dev is for trying things in the directory you are in: the cwd
+	// is an allowed root too (a plain node grants home and --allowed-root
+	// only; the spec's cwd outside home grants nothing).
+	roots = appendRoot(roots, cwd)
 	// State (compilation cache, module cache, store) persists under
 	// ~/.lemon/dev/NAME so a restart does not recompile the modules.
 	state := o.state
@@ -98,6 +103,16 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			}
 			defer os.RemoveAll(state)
 		}
+	}
+
+	// Every family works out of the box: without a vault key in the
+	// policy, dev keeps a generated one (0600) in its state directory.
+	if pol.Vault == (policies.VaultKey{}) {
+		key, err := devVaultKey(state)
+		if err != nil {
+			return fail(err)
+		}
+		pol.Vault.KeyFile = key
 	}
 
 	opToken := getenv(envControlPlaneToken)
@@ -166,6 +181,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fail(err)
 	}
 
+	fmt.Fprintln(stderr, "lemon dev: starting (the first start compiles the modules, later starts reuse the cache)")
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ctx, ln) }()
 	workerDone := make(chan error, 1)
@@ -198,4 +214,34 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	fmt.Fprintln(stderr, "lemon dev: stopped")
 	return 0
+}
+
+// appendRoot adds dir unless a root already equals it.
+func appendRoot(roots []string, dir string) []string {
+	for _, r := range roots {
+		if r == dir {
+			return roots
+		}
+	}
+	return append(roots, dir)
+}
+
+// devVaultKey returns the dev node's vault key file, creating a random
+// 32-byte key (hex, mode 0600) on first use.
+func devVaultKey(state string) (string, error) {
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(state, "vault.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("vault key: %w", err)
+	}
+	return path, nil
 }
