@@ -413,7 +413,7 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 	}
 	token := newSecret("lns_")
 	sess := &sessionRecord{NodeID: nrec.ID, Generation: nrec.Generation, IssuedAtMs: now,
-		ExpiresAtMs: now + protocol.SessionTTL.Milliseconds()}
+		ExpiresAtMs: now + r.s.cfg.SessionTTL.Milliseconds()}
 	ops := []op{{bucketNodes, nrec.ID, nrec}, {bucketPairings, rec.ID, nil}, {bucketSessions, hashHex(token), sess}}
 	var revoked []string
 	for k, s := range r.sessions {

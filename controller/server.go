@@ -49,6 +49,10 @@ type Config struct {
 	Burst             int
 	// ModuleSet is the pinned module set served to nodes; nil serves none.
 	ModuleSet *ModuleSet
+	// SessionTTL is the lifetime of a paired node's session token
+	// (default protocol.SessionTTL, 7 days). An operator may shorten it,
+	// down to MinSessionTTL; it cannot be made longer than the default.
+	SessionTTL time.Duration
 	// StateDir holds the durable store (node registry, pairings, hashed
 	// session and recovery credentials). Empty keeps state in memory only.
 	StateDir string
@@ -74,6 +78,8 @@ const (
 	DefaultIdleTimeout      = 75 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	writeTimeout            = 10 * time.Second
+	// MinSessionTTL is the shortest Config.SessionTTL accepted.
+	MinSessionTTL = time.Second
 )
 
 // ErrInsecureListen is returned by Serve for a non-loopback listener when
@@ -111,6 +117,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxPayload < 1024 {
 		return nil, fmt.Errorf("controller: MaxPayload below 1024 bytes")
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = protocol.SessionTTL
+	}
+	if cfg.SessionTTL < MinSessionTTL || cfg.SessionTTL > protocol.SessionTTL {
+		return nil, fmt.Errorf("controller: the session TTL must be between %s and %s", MinSessionTTL, protocol.SessionTTL)
 	}
 	if cfg.MaxBufferedBytes == 0 {
 		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes

@@ -26,6 +26,7 @@ func runController(args []string) int {
 	tlsCert := fs.String("tls-cert", "", "PEM certificate file (serve wss://)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file")
 	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else memory only)")
+	sessionTTL := fs.Duration("session-ttl", 0, "lifetime of a paired node's session, 1s to 168h (default 168h: 7 days); shorten it only to force re-pairing sooner")
 	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -72,6 +73,7 @@ func runController(args []string) int {
 		return 1
 	}
 	cfg.Version = version.Version
+	cfg.SessionTTL = *sessionTTL
 	if cfg.ModuleSet == nil {
 		// DESIGN §8: nodes serve only what the controller pins. Without a
 		// module_set in the policy the controller pins the set built into
