@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero/sys"
@@ -200,7 +202,10 @@ func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Ou
 }
 
 // decodeInputBlobs moves the declared blob fields out of params into
-// host-side blobs, enforcing each field's encoding and byte limit.
+// host-side blobs, enforcing each field's encoding and byte limit. It
+// splits the params object without decoding its values, so a 1 MiB blob
+// costs one base64 decode and no JSON scan. A field given more than once
+// or spelled in another case is refused.
 func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]abi.BlobSpec) (json.RawMessage, map[string]abi.Blob, *protocol.Error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
@@ -208,18 +213,40 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 	if len(specs) == 0 {
 		return args, nil, nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+	members, err := splitObject(args)
+	if err != nil {
 		return nil, nil, protocol.InvalidParams("", "params must be a JSON object")
 	}
-	blobs := map[string]abi.Blob{}
-	for field, spec := range specs {
-		raw, ok := obj[field]
-		if !ok {
+	raws := map[string][]byte{}
+	kept := members[:0:0]
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		k := keyString(m.key)
+		// Refuse what would let bytes slip past the host or be read
+		// differently by the module: a repeated key, and a case variant
+		// of a blob field (encoding/json matches struct fields without
+		// regard to case).
+		if seen[k] {
+			f := safeFieldName(k)
+			return nil, nil, protocol.InvalidParams(f, "field "+f+" is given more than once")
+		}
+		seen[k] = true
+		if _, isBlob := specs[k]; isBlob {
+			raws[k] = m.value
 			continue
 		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		for field := range specs {
+			if strings.EqualFold(k, field) {
+				return nil, nil, protocol.InvalidParams(field, "field "+field+" must be spelled exactly")
+			}
+		}
+		kept = append(kept, m)
+	}
+	blobs := map[string]abi.Blob{}
+	for field, raw := range raws {
+		spec := specs[field]
+		s, ok := stringContent(raw)
+		if !ok {
 			return nil, nil, protocol.InvalidParams(field, field+" must be a string")
 		}
 		var b []byte
@@ -228,24 +255,24 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 			if base64.StdEncoding.DecodedLen(len(s)) > spec.MaxBytes+2 {
 				return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
 			}
-			var err error
-			if b, err = base64.StdEncoding.Strict().DecodeString(s); err != nil {
+			if bytes.ContainsAny(s, "\r\n") { // the decoder skips CR and LF even when strict
 				return nil, nil, protocol.InvalidParams(field, field+" is not valid standard base64")
 			}
+			b = make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+			n, err := base64.StdEncoding.Strict().Decode(b, s)
+			if err != nil {
+				return nil, nil, protocol.InvalidParams(field, field+" is not valid standard base64")
+			}
+			b = b[:n]
 		default:
-			b = []byte(s)
+			b = append([]byte(nil), s...)
 		}
 		if len(b) > spec.MaxBytes {
 			return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
 		}
 		blobs[field] = abi.Blob{ID: inv.PutBlob(b), Size: len(b)}
-		delete(obj, field)
 	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return nil, nil, protocol.InvalidParams("", "params could not be re-encoded")
-	}
-	return out, blobs, nil
+	return joinObject(kept, 0), blobs, nil
 }
 
 // finishPayload builds the response payload: the payload blob or the
@@ -264,7 +291,8 @@ func (inv *invocation) finishPayload(out *abi.Output) (json.RawMessage, *protoco
 }
 
 // encodeOutputBlobs sets each named top-level payload field to the
-// standard base64 of its blob.
+// standard base64 of its blob, splicing the encoding into the payload
+// bytes rather than re-marshalling them.
 func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[string]uint32) (json.RawMessage, *protocol.Error) {
 	if len(payload) == 0 {
 		payload = json.RawMessage("{}")
@@ -272,24 +300,49 @@ func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[stri
 	if len(blobs) == 0 {
 		return payload, nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &obj); err != nil || obj == nil {
+	members, err := splitObject(payload)
+	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "module returned blobs with a non-object payload")
 	}
+	kept := members[:0:0]
+	for _, m := range members {
+		if _, isBlob := blobs[keyString(m.key)]; !isBlob {
+			kept = append(kept, m)
+		}
+	}
+	fields := make([]string, 0, len(blobs))
+	extra := 0
 	for field, id := range blobs {
 		b, ok := inv.Blob(id)
 		if !ok {
 			return nil, protocol.Errorf(protocol.CodeInternal, "module referenced an unknown blob")
 		}
+		fields = append(fields, field)
+		extra += base64.StdEncoding.EncodedLen(len(b)) + len(field) + 8
+	}
+	sort.Strings(fields)
+	for _, field := range fields {
+		b, _ := inv.Blob(blobs[field])
+		key, _ := json.Marshal(field)
 		enc := make([]byte, base64.StdEncoding.EncodedLen(len(b))+2)
 		enc[0] = '"'
 		base64.StdEncoding.Encode(enc[1:], b)
 		enc[len(enc)-1] = '"'
-		obj[field] = enc
+		kept = append(kept, member{key: key, value: enc})
 	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "payload could not be encoded")
+	return joinObject(kept, 0), nil
+}
+
+// safeFieldName returns k when it looks like a field name, else "?": a
+// key is request content and only an identifier may be echoed.
+func safeFieldName(k string) string {
+	if len(k) == 0 || len(k) > 64 {
+		return "?"
 	}
-	return out, nil
+	for _, c := range k {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return "?"
+		}
+	}
+	return k
 }
