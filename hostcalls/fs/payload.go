@@ -8,18 +8,21 @@ import (
 	"lemon/protocol"
 )
 
-// Payload-building variants of list and delete preview. A guest module
-// pays about 1 µs per byte of JSON it decodes or encodes, and a listing of
-// 500 entries is ~100 KB, so these calls build the final spec payload on
-// the host (MIME types included, from the same protocol.MIMEFromName table
-// the module uses for stat and read) and hand it to the module as a blob
-// the module returns unread (sdk.Result.PayloadBlob, docs/ABI.md).
+// Payload-building variants of list, stat and delete preview. A guest
+// module pays about 1 µs per byte of JSON it decodes or encodes: a listing
+// of 500 entries is ~100 KB, and even a stat's ~250 bytes were a quarter
+// of node.fs.stat's time through the module. So these calls build the
+// final spec payload on the host (MIME types included, from the same
+// protocol.MIMEFromName table the module uses for read) and hand it to
+// the module as a blob it returns unread (sdk.Result.PayloadBlob,
+// docs/ABI.md).
 //
 // The bytes equal what the module produced when it decoded the plain
-// fs.list/fs.delete_preview result, added MIME types and re-encoded it:
-// Go's encoder writes each invalid UTF-8 byte as \ufffd and the module's
-// re-encoding then wrote U+FFFD itself, so fixUTF8 does that replacement
-// before encoding (TestPayloadMatchesModuleShaping holds the two equal).
+// fs.list, fs.stat or fs.delete_preview result, added MIME types and
+// re-encoded it: Go's encoder writes each invalid UTF-8 byte as \ufffd and
+// the module's re-encoding then wrote U+FFFD itself, so fixUTF8 does that
+// replacement before encoding (TestPayloadMatchesModuleShaping holds the
+// two equal).
 
 // ListPayload runs List and returns the node.fs.list payload JSON:
 // {path, entries:[{name, path, type, size, mtimeMs, mode, mime, readable,
@@ -45,6 +48,22 @@ func listPayload(r *protocol.FSListResult) ([]byte, error) {
 		withMime(e.FSStat)
 	}
 	return marshalPayload(r)
+}
+
+// StatPayload runs Stat and returns the node.fs.stat payload JSON:
+// {path, type, size, mtimeMs, mode, mime, readable, writable}.
+func (f *FS) StatPayload(p string) ([]byte, error) {
+	st, err := f.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	return statPayload(st)
+}
+
+// statPayload shapes and encodes a Stat result (it modifies st).
+func statPayload(st *protocol.FSStat) ([]byte, error) {
+	withMime(st)
+	return marshalPayload(st)
 }
 
 // PreviewPayload runs Preview and returns the node.fs.delete.preview

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"lemon/hostcalls"
 	"lemon/protocol"
@@ -43,6 +44,21 @@ func moduleShapedPreview(t *testing.T, hostJSON []byte) []byte {
 		t.Fatal(err)
 	}
 	r.Stat.Mime = protocol.MIMEFromName(r.Stat.Path)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// moduleShapedStat is the same for a plain fs.stat result.
+func moduleShapedStat(t *testing.T, hostJSON []byte) []byte {
+	t.Helper()
+	var r protocol.FSStat
+	if err := json.Unmarshal(hostJSON, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Mime = protocol.MIMEFromName(r.Path)
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +125,28 @@ func TestPayloadMatchesModuleShaping(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("preview %s:\n got %s\nwant %s", p, got, want)
+		}
+	}
+	for _, n := range append([]string{"alias/x.TXT", "alias", "d/sub", "d/pipe", "d"}, oddNames...) {
+		p := n
+		if !strings.Contains(n, "/") && n != "alias" && n != "d" {
+			p = "d/" + n
+		}
+		if !utf8.ValidString(p) {
+			continue // request paths are UTF-8; such names are reached through listings and aliases
+		}
+		st, err := e.f.Stat(p)
+		if err != nil {
+			t.Fatalf("stat %q: %v", p, err)
+		}
+		plain, _ := json.Marshal(st)
+		want := moduleShapedStat(t, plain)
+		got, err := statPayload(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("stat %q:\n got %s\nwant %s", p, got, want)
 		}
 	}
 	// Entries that vanished during listing carry {name, error} only; an
@@ -213,10 +251,13 @@ func TestListPayloadLimit(t *testing.T) {
 // without leaving a blob, and the preview variant registers its token.
 func TestPayloadCallsTable(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/d/a.txt", file: "a"}}, "root")
-	want := map[string]string{"fs.list_payload": hostcalls.CapRead, "fs.delete_preview_payload": hostcalls.CapWrite}
+	want := map[string]string{"fs.list_payload": hostcalls.CapRead, "fs.stat_payload": hostcalls.CapRead,
+		"fs.delete_preview_payload": hostcalls.CapWrite}
+	audit := map[string]hostcalls.AuditClass{"fs.list_payload": hostcalls.AuditRead, "fs.stat_payload": hostcalls.AuditMeta,
+		"fs.delete_preview_payload": hostcalls.AuditRead}
 	for _, hc := range e.f.Table() {
 		if c, ok := want[hc.Name]; ok {
-			if hc.Capability != c || hc.Audit != hostcalls.AuditRead {
+			if hc.Capability != c || hc.Audit != audit[hc.Name] {
 				t.Errorf("%s: %+v", hc.Name, hc)
 			}
 			delete(want, hc.Name)
@@ -234,6 +275,9 @@ func TestPayloadCallsTable(t *testing.T) {
 		{"fs.list_payload", map[string]any{"path": "nope"}, protocol.CodeNotFound, "not_found"},
 		{"fs.list_payload", map[string]any{"path": "d/a.txt"}, protocol.CodeInvalidRequest, "not_directory"},
 		{"fs.list_payload", map[string]any{"path": "d", "limit": 1}, protocol.CodeInvalidParams, ""},
+		{"fs.stat_payload", map[string]any{"path": "nope"}, protocol.CodeNotFound, "not_found"},
+		{"fs.stat_payload", map[string]any{"path": "d", "showHidden": true}, protocol.CodeInvalidParams, ""},
+		{"fs.stat_payload", map[string]any{"path": "../x"}, protocol.CodeForbidden, "path_not_allowed"},
 		{"fs.delete_preview_payload", map[string]any{"path": "nope"}, protocol.CodeNotFound, "not_found"},
 		{"fs.delete_preview_payload", map[string]any{"path": "d", "recursive": false}, protocol.CodeConflict, "directory_not_empty"},
 		{"fs.delete_preview_payload", map[string]any{"path": "d", "x": 1}, protocol.CodeInvalidParams, ""},
@@ -248,7 +292,17 @@ func TestPayloadCallsTable(t *testing.T) {
 		}
 	}
 	call := newCall()
-	out, perr := e.call("fs.delete_preview_payload", map[string]any{"path": "d", "recursive": true}, call)
+	out, perr := e.call("fs.stat_payload", map[string]any{"path": "d/a.txt"}, call)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	wantStat := fmt.Sprintf(`{"path":%q,"type":"regular","size":1,"mtimeMs":%d,"mode":%d,"mime":"text/plain","readable":true,"writable":true}`,
+		e.abs("root/d/a.txt"), e.mtime("root/d/a.txt"), 0o100644)
+	if string(out) != `{"payloadBlob":1}` || string(call.blobs[1]) != wantStat {
+		t.Fatalf("stat_payload = %s, blob %s\nwant %s", out, call.blobs[1], wantStat)
+	}
+	call = newCall()
+	out, perr = e.call("fs.delete_preview_payload", map[string]any{"path": "d", "recursive": true}, call)
 	if perr != nil {
 		t.Fatal(perr)
 	}

@@ -48,6 +48,7 @@ type (
 //	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime)
 //	fs.list_payload   {path, showHidden}                 -> {payloadBlob}: blob = node.fs.list payload JSON
 //	fs.stat           {path}                             -> protocol.FSStat (no mime)
+//	fs.stat_payload   {path}                             -> {payloadBlob}: blob = node.fs.stat payload JSON
 //	fs.read           {path, offset, length}             -> protocol.FSReadCall (bytes in blob)
 //	fs.write          protocol.FSWriteCall (data in blob) -> protocol.FSWriteResult
 //	fs.mkdir          {path}                             -> protocol.FSMkdirResult
@@ -63,13 +64,14 @@ type (
 // (MIME types included) as an invocation blob that the module returns as
 // sdk.Result.PayloadBlob without reading it: guest-side JSON costs about
 // 1 µs a byte, and a 500-entry listing is ~100 KB (payload.go). fs modules
-// from 1.1.0 use them; fs.list and fs.delete_preview stay for modules
-// built before, which a controller may still pin.
+// from 1.1.0 use them; fs.list, fs.stat and fs.delete_preview stay for
+// modules built before, which a controller may still pin.
 func (f *FS) Table() hostcalls.Table {
 	return hostcalls.Table{
 		{Name: "fs.list", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcList},
 		{Name: "fs.list_payload", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcListPayload},
 		{Name: "fs.stat", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStat},
+		{Name: "fs.stat_payload", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStatPayload},
 		{Name: "fs.read", Params: []string{"path", "offset", "length"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcRead},
 		{Name: "fs.write", Params: []string{"path", "blob", "offset", "truncate", "mkdirs", "expectedModifiedAtMs"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcWrite},
 		{Name: "fs.mkdir", Params: []string{"path"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMkdir},
@@ -135,6 +137,15 @@ func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte,
 		return nil, err
 	}
 	return encode(f.do(ctx, "stat", false, func() (any, error) { return f.Stat(a.Path) }))
+}
+
+func (f *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+	var a pathArgs
+	if err := decode(args, &a); err != nil {
+		return nil, err
+	}
+	v, err := f.do(ctx, "stat", false, func() (any, error) { return f.StatPayload(a.Path) })
+	return payloadBlob(call, v, err)
 }
 
 func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {

@@ -7,10 +7,10 @@
 // effect and its confinement, and shapes the spec's payloads (adding the
 // name-derived MIME type). File bytes never enter this module: a write's
 // dataBase64 arrives as a host-side blob, and a read's chunk leaves as one.
-// Listings and delete previews never enter it either: the host builds
-// those payloads (MIME types included, from the same protocol table) as a
-// blob this module returns unread, because JSON costs a wasm guest about
-// 1 µs a byte and a 500-entry listing is ~100 KB.
+// Listings, stats and delete previews never enter it either: the host
+// builds those payloads (MIME types included, from the same protocol
+// table) as a blob this module returns unread, because JSON costs a wasm
+// guest about 1 µs a byte and a 500-entry listing is ~100 KB.
 package main
 
 import (
@@ -21,8 +21,8 @@ import (
 //go:wasmimport lemon fs.list_payload
 func fsListPayload(ptr, size uint32) uint64
 
-//go:wasmimport lemon fs.stat
-func fsStat(ptr, size uint32) uint64
+//go:wasmimport lemon fs.stat_payload
+func fsStatPayload(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.read
 func fsRead(ptr, size uint32) uint64
@@ -46,7 +46,7 @@ var manifest = sdk.Manifest{
 	Family:       "fs",
 	Version:      "1.1.0",
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list_payload", "fs.stat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
+	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.write", "fs.mkdir", "fs.move",
 		"fs.delete_preview_payload", "fs.delete"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read"},
@@ -86,12 +86,6 @@ func decode(req *sdk.Request, v any, check func() *protocol.Error) error {
 	return nil
 }
 
-func withMime(st *protocol.FSStat) {
-	if st != nil {
-		st.Mime = protocol.MIMEFromName(st.Path)
-	}
-}
-
 func list(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSListParams
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSList(req.Params) }); err != nil {
@@ -122,12 +116,11 @@ func stat(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSStat(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r protocol.FSStat
-	if err := sdk.Call(fsStat, map[string]any{"path": p.Path}, &r); err != nil {
+	var r payloadCall
+	if err := sdk.Call(fsStatPayload, map[string]any{"path": p.Path}, &r); err != nil {
 		return nil, err
 	}
-	withMime(&r)
-	return &sdk.Result{Payload: r}, nil
+	return r.result()
 }
 
 func read(req *sdk.Request) (*sdk.Result, error) {

@@ -195,3 +195,48 @@ func TestDeletePreviewThroughHost(t *testing.T) {
 		t.Fatal("not deleted")
 	}
 }
+
+// TestStatThroughHost: node.fs.stat answers exactly the host-built
+// payload, MIME type included, and refuses invalid params in the module.
+func TestStatThroughHost(t *testing.T) {
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.root, "<a>&b.HTML"), []byte("xyz"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, perr := f.invoke(t, "node.fs.stat", `{"nodeId":"n1","path":"<a>&b.HTML"}`)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	want, err := f.fs.StatPayload("<a>&b.HTML")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.FSStat
+	if string(out) != string(want) || json.Unmarshal(out, &st) != nil || st.Mime != "text/html" || st.Size != 3 ||
+		st.Path != filepath.Join(f.root, "<a>&b.HTML") {
+		t.Fatalf("stat = %s\nwant %s", out, want)
+	}
+	for _, args := range []string{`{"nodeId":"n1"}`, `{"nodeId":"n1","path":"a","showHidden":true}`} {
+		if _, perr := f.invoke(t, "node.fs.stat", args); perr == nil || perr.Code != protocol.CodeInvalidParams {
+			t.Errorf("%s: %v", args, perr)
+		}
+	}
+}
+
+// BenchmarkRead1MiBThroughHost measures node.fs.read of a 1 MiB chunk
+// through the wasm module and the gate (bytes stay host-side; the host
+// base64-encodes them into the payload).
+func BenchmarkRead1MiBThroughHost(b *testing.B) {
+	f := newFixture(b)
+	data := make([]byte, 1<<20)
+	if err := os.WriteFile(filepath.Join(f.root, "chunk.bin"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		out, perr := f.invoke(b, "node.fs.read", `{"nodeId":"n1","path":"chunk.bin"}`)
+		if perr != nil || len(out) < 4<<20/3 {
+			b.Fatal(perr)
+		}
+	}
+}
