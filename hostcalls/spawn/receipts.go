@@ -113,18 +113,23 @@ func (s *Spawner) Get(id string) (Receipt, error) {
 	if err := protocol.ValidateProcessID(id); err != nil {
 		return Receipt{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.getLocked(id)
+	s.lockID(id)
+	defer s.unlockID(id)
+	return s.get(id)
 }
 
-func (s *Spawner) getLocked(id string) (Receipt, error) {
+// get answers Get; the caller holds id's gate, not s.mu.
+func (s *Spawner) get(id string) (Receipt, error) {
+	s.mu.Lock()
 	if _, ok := s.active[id]; ok {
+		s.mu.Unlock()
 		return unknownOutputs(id, protocol.ProcessStateRunning, nil), nil
 	}
 	if r, ok := s.unsaved[id]; ok {
+		defer s.mu.Unlock()
 		return s.receiptOf(id, r.terminal), nil
 	}
+	s.mu.Unlock()
 	rec, found, err := s.load(id)
 	if err != nil {
 		return Receipt{}, errStore()
@@ -132,6 +137,8 @@ func (s *Spawner) getLocked(id string) (Receipt, error) {
 	if !found {
 		return unknownOutputs(id, protocol.ProcessStateNotFound, nil), nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.receiptOf(id, rec), nil
 }
 
@@ -145,16 +152,21 @@ func (s *Spawner) getLocked(id string) (Receipt, error) {
 //     nothing is signalled;
 //   - an existing terminal receipt is returned as it is (a terminal race
 //     never invents a kill);
-//   - an absent id gets a durable cancelled tombstone, committed before
-//     Cancel returns, so no later run can start under it; at the retained
-//     limit that is process_receipt_limit instead.
+//   - an absent id gets a durable cancelled tombstone, committed (fsync)
+//     before Cancel returns, so no later run can start under it; at the
+//     retained limit that is process_receipt_limit instead.
 func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{}, err error) {
 	if perr := protocol.ValidateProcessID(id); perr != nil {
 		return Receipt{}, nil, perr
 	}
+	s.lockID(id)
 	s.mu.Lock()
-	if r, ok := s.active[id]; ok {
-		s.mu.Unlock()
+	r, active := s.active[id]
+	closed := s.closed
+	_, unsaved := s.unsaved[id]
+	s.mu.Unlock()
+	if active {
+		s.unlockID(id)
 		if r.gen != gen {
 			return Receipt{}, nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner,
 				"only the node session that started the process may cancel it").WithRetry(true, false)
@@ -162,16 +174,23 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 		r.stop(reasonCancel)
 		return Receipt{}, r.done, nil
 	}
-	defer s.mu.Unlock()
-	if s.closed {
+	defer s.unlockID(id)
+	if closed {
 		return Receipt{}, nil, errClosed()
 	}
-	if _, ok := s.unsaved[id]; ok {
-		rc, err := s.getLocked(id)
+	if unsaved {
+		rc, err := s.get(id)
 		return rc, nil, err
 	}
+	now := s.cfg.Now().UnixMilli()
+	tomb := record{V: 1, State: protocol.ProcessStateCancelled, Tombstone: true, Generation: gen,
+		AdmittedMs: now, EndedMs: now}
 	var existing *record
-	err = s.ns.Update(func(tx *store.Tx) error {
+	full := false
+	// A decision, not an error, leaves the function: an error would roll
+	// back the whole group commit.
+	err = s.ns.Batch(func(tx *store.Tx) error {
+		existing, full = nil, false
 		if v, ok := tx.Get(recordPrefix + id); ok {
 			rec, err := decodeRecord(v)
 			if err != nil {
@@ -181,21 +200,19 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 			return nil
 		}
 		if tx.Count(recordPrefix) >= s.cfg.MaxRetained {
-			return errReceiptLimit(false)
+			full = true
+			return nil
 		}
-		tomb := record{V: 1, State: protocol.ProcessStateCancelled, Tombstone: true, Generation: gen,
-			AdmittedMs: s.cfg.Now().UnixMilli()}
-		tomb.EndedMs = tomb.AdmittedMs
 		return tx.Put(recordPrefix+id, tomb.encode())
 	})
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return Receipt{}, nil, pe
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return Receipt{}, nil, errStore()
-	}
-	if existing != nil {
+	case full:
+		return Receipt{}, nil, errReceiptLimit(false)
+	case existing != nil:
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		return s.receiptOf(id, *existing), nil, nil
 	}
 	return unknownOutputs(id, protocol.ProcessStateCancelled, nil), nil, nil
@@ -205,7 +222,7 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 // tombstone answers with its cancelled receipt (the run was cancelled
 // before it could execute); the same intent answers with the current
 // receipt; a different intent is CONFLICT process_id_conflict. Nothing is
-// ever executed again.
+// ever executed again. The caller holds s.mu.
 func (s *Spawner) existingReceipt(id string, rec record, intent []byte) (Receipt, error) {
 	if rec.Tombstone {
 		return s.receiptOf(id, rec), nil

@@ -98,19 +98,22 @@ func killGroup(pgid int) error {
 	return unix.Kill(-pgid, unix.SIGKILL)
 }
 
-// Start admits and starts a run (spec "Native processes"). In one critical
-// section it decides:
+// Start admits and starts a run (spec "Native processes"). While it holds
+// processId's gate (so no other run, get or cancel of that id interleaves)
+// it decides:
 //
 //   - processId already has a record: nothing runs; existing is the
 //     receipt (existingReceipt) or err is CONFLICT process_id_conflict;
-//   - 16 runs active or 1,000 ids retained: process_receipt_limit;
+//   - 16 runs active: process_receipt_limit. Admissions of other ids still
+//     in flight are waited for, not counted, so the refusal is exact;
 //   - argv[0] refused by policy: FORBIDDEN command_not_allowed; not an
 //     executable: NOT_FOUND executable_not_found / FORBIDDEN
 //     permission_denied; cwd not admitted: the resolver's error;
-//   - otherwise the running record is committed (fsync) before the
-//     process starts. If the OS then refuses it (ENOENT, EACCES, E2BIG,
-//     ENOEXEC) the record is removed again and the error returned: nothing
-//     executed, so the id is not spent.
+//   - 1,000 ids retained: process_receipt_limit, decided in the same
+//     transaction that writes the running record, which is committed
+//     (fsync) before the process starts. If the OS then refuses it (ENOENT,
+//     EACCES, E2BIG, ENOEXEC) the record is removed again and the error
+//     returned: nothing executed, so the id is not spent.
 //
 // ctx is the awaiting request's context: when it ends first, the run is
 // stopped like a cancel.
@@ -119,25 +122,61 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 		return nil, nil, perr
 	}
 	intent := s.bind(req)
+	s.lockID(req.ProcessID)
+	defer s.unlockID(req.ProcessID)
+	return s.start(ctx, req, intent)
+}
+
+// start is Start with processId's gate held (and s.mu not held).
+func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, *Receipt, error) {
+	id := req.ProcessID
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, nil, errClosed()
 	}
-	rec, found, lerr := s.load(req.ProcessID)
+	rec, found, lerr := s.load(id)
 	if lerr != nil {
 		return nil, nil, errStore()
 	}
 	if found {
-		rc, err := s.existingReceipt(req.ProcessID, rec, intent)
+		s.mu.Lock()
+		rc, err := s.existingReceipt(id, rec, intent)
+		s.mu.Unlock()
 		if err != nil {
 			return nil, nil, err
 		}
 		return nil, &rc, nil
 	}
-	if len(s.active) >= s.cfg.MaxActive {
+
+	// Reserve an active slot. Admissions in flight may still fail (policy,
+	// cwd, retained limit, exec), so they are waited for rather than
+	// counted: only runs actually active refuse this one.
+	s.mu.Lock()
+	for !s.closed && len(s.active) < s.cfg.MaxActive && len(s.active)+s.admitting >= s.cfg.MaxActive {
+		s.changed.Wait()
+	}
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, nil, errClosed()
+	case len(s.active) >= s.cfg.MaxActive:
+		s.mu.Unlock()
 		return nil, nil, errReceiptLimit(true)
 	}
+	s.admitting++
+	s.mu.Unlock()
+	joined := false
+	defer func() {
+		if !joined {
+			s.mu.Lock()
+			s.admitting--
+			s.changed.Broadcast()
+			s.mu.Unlock()
+		}
+	}()
+
 	path, perr := s.resolveCommand(req.Argv[0])
 	if perr != nil {
 		return nil, nil, perr
@@ -158,24 +197,33 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 
 	now := s.cfg.Now().UnixMilli()
 	rec = record{V: 1, State: protocol.ProcessStateRunning, Intent: intent, Generation: req.Generation, AdmittedMs: now}
-	err = s.ns.Update(func(tx *store.Tx) error {
-		if _, ok := tx.Get(recordPrefix + req.ProcessID); ok {
-			return errBadRecord // impossible under s.mu; refuse rather than overwrite
+	full := false
+	// The retained count and the write are one check-and-write inside the
+	// group transaction: the functions batched before this one are counted.
+	// A full store is a decision (nil, no write), not an error, so it does
+	// not roll back the other admissions sharing the commit.
+	err := s.ns.Batch(func(tx *store.Tx) error {
+		full = false
+		if _, ok := tx.Get(recordPrefix + id); ok {
+			return errBadRecord // impossible under the gate; refuse rather than overwrite
 		}
 		if tx.Count(recordPrefix) >= s.cfg.MaxRetained {
-			return errReceiptLimit(false)
+			full = true
+			return nil
 		}
-		return tx.Put(recordPrefix+req.ProcessID, rec.encode())
+		return tx.Put(recordPrefix+id, rec.encode())
 	})
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return nil, nil, pe
-	}
 	if err != nil {
 		return nil, nil, errStore()
 	}
+	if full {
+		return nil, nil, errReceiptLimit(false)
+	}
+	unspend := func() error {
+		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(recordPrefix + id) })
+	}
 
-	r := &run{s: s, id: req.ProcessID, gen: req.Generation, owner: req.Owner, done: make(chan struct{}), admitted: now}
+	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, done: make(chan struct{}), admitted: now}
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
 		limit = s.budget
@@ -196,21 +244,23 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 	cmd.WaitDelay = s.cfg.WaitDelay
 	r.cmd = cmd
 	if err := closeOnExecAbove2(); err != nil {
-		s.ns.Update(func(tx *store.Tx) error { return tx.Delete(recordPrefix + req.ProcessID) })
+		unspend()
 		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
 	}
 	if err := cmd.Start(); err != nil {
-		derr := s.ns.Update(func(tx *store.Tx) error { return tx.Delete(recordPrefix + req.ProcessID) })
+		derr := unspend()
 		serr := startError(err)
 		if derr != nil {
 			// The id stays spent: its durable record says running and
 			// becomes outcome_unknown at the next start; until then this
 			// worker answers outcome_unknown from memory. The caller
 			// learns that nothing ran.
-			gone := &run{id: req.ProcessID, done: make(chan struct{}),
+			gone := &run{id: id, done: make(chan struct{}),
 				terminal: record{V: 1, State: protocol.ProcessStateOutcomeUnknown, Intent: intent}}
 			close(gone.done)
-			s.unsaved[req.ProcessID] = gone
+			s.mu.Lock()
+			s.unsaved[id] = gone
+			s.mu.Unlock()
 			serr.WithRetry(false, false)
 		}
 		return nil, nil, serr
@@ -222,13 +272,18 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 	if pending {
 		r.signal() // a stop (output overflow) came before the pid was known
 	}
-	s.active[r.id] = r
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 	if req.timeout > 0 {
 		timeout = req.timeout
 	}
 	r.timer = time.AfterFunc(timeout, func() { r.stop(reasonTimeout) })
 	r.unwatch = context.AfterFunc(ctx, func() { r.stop(reasonAborted) })
+	s.mu.Lock()
+	s.active[id] = r
+	s.admitting--
+	joined = true
+	s.changed.Broadcast()
+	s.mu.Unlock()
 	go r.wait()
 	return &Run{r: r}, nil, nil
 }
@@ -406,18 +461,20 @@ func (r *run) wait() {
 	}
 	r.terminal, r.final = term, rc
 
+	// The terminal record is durable (or kept in unsaved) before the run
+	// leaves active and done closes, i.e. before any reply carries it.
 	s := r.s
-	s.mu.Lock()
-	intent := []byte(nil)
-	err := s.ns.Update(func(tx *store.Tx) error {
+	s.lockID(r.id)
+	err := s.ns.Batch(func(tx *store.Tx) error {
+		term.Intent = nil
 		if v, ok := tx.Get(recordPrefix + r.id); ok {
 			if old, err := decodeRecord(v); err == nil {
-				intent = old.Intent
+				term.Intent = old.Intent
 			}
 		}
-		term.Intent = intent
 		return tx.Put(recordPrefix+r.id, term.encode())
 	})
+	s.mu.Lock()
 	if err != nil {
 		s.unsaved[r.id] = r
 	}
@@ -425,9 +482,11 @@ func (r *run) wait() {
 		s.cache.put(r.id, rc.Stdout, rc.Stderr, rc.OutputTruncated)
 	}
 	delete(s.active, r.id)
+	s.changed.Broadcast()
 	key := ownerKey(r.owner, r.id)
 	s.owners[key] = r
 	s.mu.Unlock()
+	s.unlockID(r.id)
 	close(r.done)
 	// The owning request collects its result at once when it resumes;
 	// forget it if it never does.

@@ -11,10 +11,13 @@
 //     Cmd.WaitDelay bounds the wait for pipes a descendant still holds;
 //   - the receipts: admission, the 16-active and 1,000-retained limits,
 //     tombstones, restart recovery and the intent binding live in one
-//     durable store namespace, and every admission decision is one fsync'd
-//     transaction taken under the Spawner's lock, so a racing run, get or
+//     durable store namespace. Every decision about a processId is taken
+//     while that id's gate is held, and its write is one transaction that
+//     checks and writes together and has reached the disk (fsync) before
+//     the process starts or the caller is answered; so a racing run, get or
 //     cancel of the same processId sees either nothing or the committed
-//     record;
+//     record. Decisions about different ids proceed concurrently and share
+//     commits (store.Namespace.Batch, group commit);
 //   - a volatile output cache of at most 16 terminal receipts for 24 hours.
 //
 // The durable records hold only bounded metadata (state, exit code, stop
@@ -109,15 +112,24 @@ type Spawner struct {
 	pathDirs []string
 	budget   int
 
-	// mu serializes every receipt decision (admission, get, cancel,
-	// completion); it is never held while a process runs.
+	// mu guards the fields below. It is held only for memory updates,
+	// never across a store read, a commit, a fork or a wait.
 	mu      sync.Mutex
 	closed  bool
 	active  map[string]*run // by processId
 	owners  map[string]*run // finished runs awaiting their own request, by ownerKey
 	unsaved map[string]*run // terminal runs whose durable update failed, by processId
 	cache   *outputCache
-	killFn  func(pgid int) error // test hook: signal the group
+	// gates holds the processIds with a decision in progress (run, get,
+	// cancel, completion); the channel closes when it ends. One decision
+	// per id at a time, any number of ids at once.
+	gates map[string]chan struct{}
+	// admitting counts admissions that passed the active-run check and
+	// have not yet joined active or given up; changed is signalled (on mu)
+	// whenever admitting or active shrinks or closed is set.
+	admitting int
+	changed   *sync.Cond
+	killFn    func(pgid int) error // test hook: signal the group
 }
 
 // DefaultEnv is the fixed environment of processes when Config.Env is nil.
@@ -185,8 +197,10 @@ func New(cfg Config) (*Spawner, error) {
 		owners:   map[string]*run{},
 		unsaved:  map[string]*run{},
 		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
+		gates:    map[string]chan struct{}{},
 		killFn:   killGroup,
 	}
+	s.changed = sync.NewCond(&s.mu)
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -273,6 +287,12 @@ func (s *Spawner) open() error {
 func (s *Spawner) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	s.changed.Broadcast()
+	// An admission already past its checks either joins active (and is
+	// stopped below) or gives up; none starts after this.
+	for s.admitting > 0 {
+		s.changed.Wait()
+	}
 	runs := make([]*run, 0, len(s.active))
 	for _, r := range s.active {
 		runs = append(runs, r)
@@ -285,6 +305,31 @@ func (s *Spawner) Close() error {
 		<-r.done
 	}
 	return nil
+}
+
+// lockID waits until no other decision about id is in progress and claims
+// id. It is called, and returns, without s.mu held.
+func (s *Spawner) lockID(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		g, ok := s.gates[id]
+		if !ok {
+			break
+		}
+		s.mu.Unlock()
+		<-g
+		s.mu.Lock()
+	}
+	s.gates[id] = make(chan struct{})
+}
+
+// unlockID ends the decision about id that lockID claimed.
+func (s *Spawner) unlockID(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.gates[id])
+	delete(s.gates, id)
 }
 
 // bind computes the private intent binding of a run request: HMAC-SHA256

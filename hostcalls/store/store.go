@@ -4,7 +4,9 @@
 //
 //   - host-side families (spawn receipts, fs previews, vault receipts) use
 //     Namespace, whose Update runs one atomic, fsync'd transaction, so a
-//     check and the write it decides commit together;
+//     check and the write it decides commit together; Batch gives the same
+//     guarantee per call while concurrent calls share one transaction and
+//     one set of fsyncs (group commit, no added delay);
 //   - guest modules reach only their own namespace, named after the calling
 //     module's family, through the host calls of Table.
 //
@@ -64,6 +66,7 @@ type Config struct {
 // Store is an open durable store. It is safe for concurrent use.
 type Store struct {
 	db      *bolt.DB
+	group   *group
 	maxKeys int
 }
 
@@ -96,7 +99,7 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("%w: sync state directory: %v", ErrUnavailable, err)
 		}
 	}
-	return &Store{db: db, maxKeys: cfg.MaxKeys}, nil
+	return &Store{db: db, group: &group{db: db}, maxKeys: cfg.MaxKeys}, nil
 }
 
 func syncDir(dir string) error {
@@ -114,6 +117,21 @@ func (s *Store) Close() error {
 		return fmt.Errorf("%w: close: %v", ErrUnavailable, err)
 	}
 	return nil
+}
+
+// Stats counts the store's committed writes since New.
+type Stats struct {
+	// Commits is the number of read-write transactions committed, each
+	// with its own fsyncs.
+	Commits uint64
+	// Writes is the number of Update and Batch calls those commits
+	// carried; Writes/Commits is the mean group size.
+	Writes uint64
+}
+
+// Stats returns the write counters (for benchmarks and telemetry).
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.group.commits.Load(), Writes: s.group.writes.Load()}
 }
 
 // Path returns the file path of the store.
@@ -138,7 +156,7 @@ func (s *Store) Namespace(name string) (*Namespace, error) {
 	if !validName(name) {
 		return nil, ErrInvalidName
 	}
-	return &Namespace{db: s.db, bucket: []byte("host:" + name)}, nil
+	return &Namespace{db: s.db, group: s.group, bucket: []byte("host:" + name)}, nil
 }
 
 // moduleNamespace is the namespace of a guest module's family.
@@ -146,12 +164,13 @@ func (s *Store) moduleNamespace(family string) (*Namespace, error) {
 	if !validName(family) {
 		return nil, ErrInvalidName
 	}
-	return &Namespace{db: s.db, bucket: []byte("module:" + family)}, nil
+	return &Namespace{db: s.db, group: s.group, bucket: []byte("module:" + family)}, nil
 }
 
 // Namespace is one bucket of the store.
 type Namespace struct {
 	db     *bolt.DB
+	group  *group
 	bucket []byte
 }
 
@@ -171,6 +190,49 @@ func (n *Namespace) Update(fn func(tx *Tx) error) error {
 		}
 		return nil
 	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	n.group.commits.Add(1)
+	n.group.writes.Add(1)
+	return nil
+}
+
+// Batch is Update with group commit: concurrent Batch calls on any
+// namespaces of this Store share one read-write transaction and one commit
+// (one set of fsyncs), and Batch returns only after that commit reached
+// the disk. fn runs in arrival order after the functions batched before it
+// and sees their writes, so a check and the write it decides stay atomic
+// against every other call.
+//
+// fn may run more than once (when another function of the group fails,
+// the group is rolled back and run again without it), so it must be
+// idempotent: reset anything it reports back at its start, and act on it
+// only after Batch returned. If fn returns an error, it runs again in a
+// transaction of its own, and only that run's writes or error count: an
+// error is decided against committed state, never against a group that
+// was rolled back. A commit failure returns an error wrapping
+// ErrUnavailable to every call of the group.
+//
+// Prefer returning a decision through a captured variable with nil (and
+// no write) over returning an error: an error costs the group a rollback
+// and a re-run. fn may run on another caller's goroutine while the whole
+// group waits for it: it must not block, take locks or call the Store.
+func (n *Namespace) Batch(fn func(tx *Tx) error) error {
+	var fnErr error
+	run := func(btx *bolt.Tx) error {
+		fnErr = nil
+		b, err := btx.CreateBucketIfNotExists(n.bucket)
+		if err != nil {
+			return err
+		}
+		fnErr = fn(&Tx{b: b, writable: true})
+		return fnErr
+	}
+	err := n.group.do(run)
 	if fnErr != nil {
 		return fnErr
 	}
