@@ -255,7 +255,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 			if base64.StdEncoding.DecodedLen(len(s)) > spec.MaxBytes+2 {
 				return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
 			}
-			if bytes.ContainsAny(s, "\r\n") { // the decoder skips CR and LF even when strict
+			if bytes.IndexByte(s, '\r') >= 0 || bytes.IndexByte(s, '\n') >= 0 { // the decoder skips CR and LF even when strict
 				return nil, nil, protocol.InvalidParams(field, field+" is not valid standard base64")
 			}
 			b = make([]byte, base64.StdEncoding.DecodedLen(len(s)))
