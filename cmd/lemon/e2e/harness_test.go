@@ -237,6 +237,7 @@ func (p *proc) waitFor(t tb, re *regexp.Regexp, timeout time.Duration) []string 
 type result struct {
 	stdout, stderr string
 	code           int
+	cpu            time.Duration // user + system CPU time of the process
 }
 
 // run runs lemon with args to completion, stdin from in (may be nil).
@@ -254,6 +255,9 @@ func run(t tb, dir string, environ []string, in []byte, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
 	r := result{stdout: o.String(), stderr: e.String()}
+	if cmd.ProcessState != nil {
+		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -493,6 +497,23 @@ func readProc(pid int) (procInfo, bool) {
 	ppid, _ := strconv.Atoi(f[1])
 	st, _ := strconv.ParseUint(f[19], 10, 64)
 	return procInfo{pid: pid, ppid: ppid, state: f[0], comm: s[open+1 : close], start: st}, true
+}
+
+// cpuTime is the user + system CPU time pid has used so far (from
+// /proc/PID/stat, in USER_HZ = 100 ticks a second), or 0 if unknown.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
 // descendants lists every live process below pid.
