@@ -268,7 +268,7 @@ func ValidateFSWrite(params json.RawMessage) *Error {
 		return InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
 	}
 	b, err := base64.StdEncoding.Strict().DecodeString(*p.DataBase64)
-	if err != nil {
+	if err != nil || strings.ContainsAny(*p.DataBase64, "\r\n") { // Go skips CR and LF even when strict
 		return InvalidParams("dataBase64", "dataBase64 is not valid standard base64")
 	}
 	if len(b) > FSMaxWriteBytes {

@@ -386,7 +386,8 @@ func (r ProcessReceipt) Validate() *Error {
 // exactFields splits a JSON object into its members and requires exactly
 // the names in want: no missing, unknown, duplicate or case-variant keys
 // (encoding/json would otherwise match keys case-insensitively and let the
-// last duplicate win).
+// last duplicate win), and no invalid UTF-8 or unpaired surrogate escape
+// (which encoding/json would turn into U+FFFD, changing argv or cwd).
 func exactFields(raw json.RawMessage, want []string) (map[string]json.RawMessage, *Error) {
 	trim := bytes.TrimSpace(raw)
 	if len(trim) == 0 || trim[0] != '{' {
@@ -394,6 +395,9 @@ func exactFields(raw json.RawMessage, want []string) (map[string]json.RawMessage
 	}
 	if err := CheckJSONLimits(trim); err != nil {
 		return nil, InvalidParams("", "params must be a single JSON object within the JSON limits")
+	}
+	if !ValidJSONText(trim) {
+		return nil, InvalidParams("", "params must be valid UTF-8 without unpaired surrogate escapes")
 	}
 	dec := json.NewDecoder(bytes.NewReader(trim))
 	if _, err := dec.Token(); err != nil {
