@@ -31,7 +31,7 @@ func TestProcessThroughController(t *testing.T) {
 
 	// The spec's example, exactly.
 	echo := map[string]any{"nodeId": nodeID, "processId": "probe:fixed-1", "cwd": ".",
-		"argv": []string{"python3", "-c", `import sys; data=sys.stdin.buffer.read(); sys.stdout.buffer.write(data); sys.stderr.write('diagnostic\n')`},
+		"argv":        []string{"python3", "-c", `import sys; data=sys.stdin.buffer.read(); sys.stdout.buffer.write(data); sys.stderr.write('diagnostic\n')`},
 		"stdinBase64": "SGVsbG8K", "timeoutMs": 30000, "maxOutputBytes": 1048576}
 	wantExactly(t, "the spec's echo example", c.op.must(t, "node.process.run", echo),
 		`{"processId":"probe:fixed-1","nodeId":"`+nodeID+`","state":"completed","exitCode":0,"stdoutBase64":"SGVsbG8K","stderrBase64":"ZGlhZ25vc3RpYwo=","outputTruncated":false}`)
