@@ -545,3 +545,52 @@ func TestExpiredSessionRepairKeepsID(t *testing.T) {
 		t.Fatalf("registry after re-pairing: %+v", nodes)
 	}
 }
+
+// TestPairingSurvivesControllerRestart: a pending pairing is durable; the
+// joining node's dropped connection resumes the same pairing (the same
+// code), and approving it after the restart completes the join.
+func TestPairingSurvivesControllerRestart(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	a := h.newNodeHome("machine-a")
+	node := h.startNode("node a", a, "worker-1", true)
+	code := node.waitFor(codeRE, startWait)[1]
+	h.restartController()
+	h.mustCLI("nodes", "approve", code)
+	m := node.waitFor(pairedRE, startWait)
+	if n := node.count("pairing code:"); n != 1 {
+		t.Fatalf("the node showed %d pairing codes; the interrupted pairing should resume\n%s", n, node.out.String())
+	}
+	h.loadRecord(a, m[2])
+	h.waitOnline(m[2], node)
+	checkStoreModes(t, a, m[2])
+}
+
+// TestPairingOperatorCredentialErrors: a missing or wrong operator token
+// is reported by name, never echoed, and nothing is stored.
+func TestPairingOperatorCredentialErrors(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	a := h.newNodeHome("machine-a")
+	args := []string{"node", "join", "--pair", "--controller", h.url, "--name", "worker-1", "--cwd", a.cwd, "--state", a.state}
+
+	_, errOut, code := h.run("node join without an operator token", baseEnv(a.home), args...)
+	if code != 1 || !strings.Contains(errOut, "pairing needs an operator token: set LEMON_NODE_OPERATOR_TOKEN") {
+		t.Fatalf("no operator token: exit %d %q", code, errOut)
+	}
+	wrong := "lop_wrong_" + randHex(16)
+	h.addSecret("wrong operator token", wrong)
+	_, errOut, code = h.run("node join with a wrong operator token", baseEnv(a.home, "LEMON_NODE_OPERATOR_TOKEN="+wrong), args...)
+	if code != 1 || !strings.Contains(errOut, "the controller did not accept the operator token in LEMON_NODE_OPERATOR_TOKEN") {
+		t.Fatalf("wrong operator token: exit %d %q", code, errOut)
+	}
+	if entries, err := os.ReadDir(a.store().Dir); err == nil && len(entries) != 0 {
+		t.Fatalf("a refused pairing left %d files in the token store", len(entries))
+	}
+	// Without --pair and without a stored session the node says how to join.
+	_, errOut, code = h.run("node join without a stored session", baseEnv(a.home),
+		"node", "join", "--controller", h.url, "--name", "worker-1", "--cwd", a.cwd, "--state", a.state)
+	if code != 1 || !strings.Contains(errOut, "no node token: set LEMON_NODE_TOKEN, or pair this node with --pair") {
+		t.Fatalf("no stored session: exit %d %q", code, errOut)
+	}
+}
