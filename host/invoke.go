@@ -265,6 +265,11 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 			}
 			b = b[:n]
 		default:
+			// Invalid UTF-8 and lone surrogate escapes would decode to
+			// U+FFFD: bytes other than those sent.
+			if !protocol.ValidJSONText(raw) {
+				return nil, nil, protocol.InvalidParams(field, field+" must be valid UTF-8 without unpaired surrogate escapes")
+			}
 			b = append([]byte(nil), s...)
 		}
 		if len(b) > spec.MaxBytes {
