@@ -9,14 +9,25 @@ SET=host/moduleset/defaultset/set
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 build_modules() {
-  rm -f "$SET"/*.wasm "$SET"/manifest.json
+  # Build into a scratch directory and swap the files in at the end, so a
+  # test binary built meanwhile never sees a half-written set.
+  local tmp
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/lemon-set.XXXXXX")
+  trap 'rm -rf "$tmp"' RETURN
   for dir in plugins/*/; do
     name=$(basename "$dir")
     [ "$name" = sdk ] && continue
     compgen -G "$dir*.go" >/dev/null || continue
-    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o "$SET/$name.wasm" "./$dir"
+    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o "$tmp/$name.wasm" "./$dir"
   done
-  go run ./host/moduleset/mkset "$SET"
+  go run ./host/moduleset/mkset "$tmp"
+  for f in "$SET"/*.wasm; do
+    [ -e "$f" ] && [ ! -e "$tmp/$(basename "$f")" ] && rm -f "$f"
+  done
+  for f in "$tmp"/*.wasm; do
+    cp "$f" "$SET/.$(basename "$f").new" && mv -f "$SET/.$(basename "$f").new" "$SET/$(basename "$f")"
+  done
+  cp "$tmp/manifest.json" "$SET/.manifest.json.new" && mv -f "$SET/.manifest.json.new" "$SET/manifest.json"
 }
 
 build_binary() {
