@@ -141,10 +141,19 @@ func env(home string, extra ...string) []string {
 	return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}, extra...)
 }
 
-// start runs lemon with args in dir; the process is killed and waited for
-// when the test ends (t.Cleanup), or by stopSharedDevs for shared ones
-// (t == nil).
+// start runs lemon with args in dir; t's cleanup kills and waits for it.
 func start(t tb, name, dir string, environ []string, args ...string) *proc {
+	t.Helper()
+	p, err := launch(name, dir, environ, args...)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(p.kill)
+	return p
+}
+
+// launch starts lemon with args in dir; the caller stops it.
+func launch(name, dir string, environ []string, args ...string) (*proc, error) {
 	p := &proc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(lemonBin, args...)
 	p.cmd.Dir = dir
@@ -152,20 +161,13 @@ func start(t tb, name, dir string, environ []string, args ...string) *proc {
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {
-		if t != nil {
-			t.Helper()
-			t.Fatalf("start %s: %v", name, err)
-		}
-		panic(err)
+		return nil, err
 	}
 	go func() {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	if t != nil {
-		t.Cleanup(p.kill)
-	}
-	return p
+	return p, nil
 }
 
 func (p *proc) exited() bool {
@@ -217,17 +219,25 @@ func (p *proc) kill() {
 // waitFor waits until stdout+stderr match re and returns the submatches.
 func (p *proc) waitFor(t tb, re *regexp.Regexp, timeout time.Duration) []string {
 	t.Helper()
+	m, err := p.waitForE(re, timeout)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return m
+}
+
+func (p *proc) waitForE(re *regexp.Regexp, timeout time.Duration) ([]string, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		exited := p.exited()
 		if m := re.FindStringSubmatch(p.output()); m != nil {
-			return m
+			return m, nil
 		}
 		if exited {
-			t.Fatalf("%s exited before printing %q\n%s", p.name, re, p.output())
+			return nil, fmt.Errorf("%s exited before printing %q\n%s", p.name, re, p.output())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q in %s\n%s", p.name, re, timeout, p.output())
+			return nil, fmt.Errorf("%s did not print %q in %s\n%s", p.name, re, timeout, p.output())
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

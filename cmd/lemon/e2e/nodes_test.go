@@ -25,50 +25,48 @@ type devNode struct {
 
 var devReadyRE = regexp.MustCompile(`lemon dev: controller on (ws://(\S+)/ws), node "([^"]*)" \(nodeId (node-[0-9a-f]+)\) serving (\S+)\n`)
 
-// startDev runs `lemon dev --listen 127.0.0.1:0` in a fresh HOME whose
-// cwd is HOME/work, with the operator token in
+// startDev runs `lemon dev --listen 127.0.0.1:0` in a fresh HOME under
+// base whose cwd is HOME/work, with the operator token in
 // LEMON_CONTROL_PLANE_OPERATOR_TOKEN (so dev never prints it), and waits
-// until the node is connected. base is a directory for HOME; the process
-// is stopped by t's cleanup, or by stopSharedDevs when t is nil.
+// until the node is connected. t's cleanup stops it.
 func startDev(t tb, base string) *devNode {
+	t.Helper()
+	d, err := launchDev(base)
+	if d != nil {
+		t.Cleanup(d.p.kill)
+	}
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	d.op = newOperator(t, d.url, d.token)
+	return d
+}
+
+// launchDev is startDev without a test: the caller stops d.p.
+func launchDev(base string) (*devNode, error) {
 	d := &devNode{home: filepath.Join(base, "home"), token: "lop_" + randHex(24)}
 	d.cwd = filepath.Join(d.home, "work")
-	must := func(err error) {
-		if err != nil {
-			if t != nil {
-				t.Fatalf("%v", err)
-			}
-			panic(err)
+	d.state = filepath.Join(d.home, "state")
+	for _, dir := range []string{d.cwd, d.state} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
 		}
 	}
-	must(os.MkdirAll(d.cwd, 0o700))
-	d.state = filepath.Join(d.home, "state")
-	must(os.MkdirAll(d.state, 0o700))
-	must(os.Symlink(wazeroCache, filepath.Join(d.state, "wazero-cache")))
-	d.p = start(t, "lemon dev", d.cwd,
-		env(d.home, "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+d.token),
+	if err := os.Symlink(wazeroCache, filepath.Join(d.state, "wazero-cache")); err != nil {
+		return nil, err
+	}
+	p, err := launch("lemon dev", d.cwd, env(d.home, "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+d.token),
 		"dev", "--listen", "127.0.0.1:0", "--state", d.state)
-	var m []string
-	if t != nil {
-		t.Helper()
-		m = d.p.waitFor(t, devReadyRE, readyWait)
-	} else {
-		deadline := time.Now().Add(readyWait)
-		for m == nil {
-			if m = devReadyRE.FindStringSubmatch(d.p.stdout.String()); m == nil {
-				if d.p.exited() || time.Now().After(deadline) {
-					d.p.kill()
-					panic("lemon dev did not start:\n" + d.p.output())
-				}
-				time.Sleep(25 * time.Millisecond)
-			}
-		}
+	if err != nil {
+		return nil, err
+	}
+	d.p = p
+	m, err := p.waitForE(devReadyRE, readyWait)
+	if err != nil {
+		return d, err
 	}
 	d.url, d.controllerAddr, d.nodeName, d.nodeID, d.started = m[1], m[2], m[3], m[4], m[5]
-	if t != nil {
-		d.op = newOperator(t, d.url, d.token)
-	}
-	return d
+	return d, nil
 }
 
 // Shared `lemon dev` instances for benchmarks, keyed by purpose; stopped
@@ -89,7 +87,13 @@ func sharedDev(b *testing.B, key string) *devNode {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := startDev(nil, base)
+	d, err := launchDev(base)
+	if err != nil {
+		if d != nil {
+			d.p.kill()
+		}
+		b.Fatal(err)
+	}
 	sharedDevs[key] = d
 	return d
 }
