@@ -109,6 +109,11 @@ func TestDevHostInfo(t *testing.T) {
 			t.Errorf("request before connect: %+v, want HANDSHAKE_REQUIRED", e)
 		}
 
+		// A frame over maxPayload is refused and closes that socket only.
+		if e, closeCode := rawOversized(t, d.url, d.token); e.Code != protocol.CodeInvalidRequest || e.detail("code") != protocol.DomainPayloadTooLarge || closeCode != 1009 {
+			t.Errorf("oversized frame: %+v, close %d; want INVALID_REQUEST/payload_too_large and close 1009", e, closeCode)
+		}
+
 		// Missing nodeId; unknown node.
 		if e := d.op.callError(t, "node.host.info", map[string]any{}); e.Code != protocol.CodeInvalidParams || e.detail("field") != "nodeId" {
 			t.Errorf("missing nodeId: %+v, want INVALID_PARAMS on nodeId", e)
@@ -204,6 +209,52 @@ func rawBeforeConnect(t *testing.T, url string) errObject {
 		t.Fatalf("unexpected frame %+v", res)
 	}
 	return res.Error
+}
+
+// rawOversized connects as an operator on a bare WebSocket, sends a
+// request frame of maxPayload+1 bytes and returns the error response and
+// the close code.
+func rawOversized(t *testing.T, url, token string) (errObject, int) {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	connect := `{"type":"req","id":"c1","method":"connect","params":{"role":"operator","auth":{"token":"` + token + `"},"client":{"id":"e2e","version":"1"}}}`
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(connect)); err != nil {
+		t.Fatal(err)
+	}
+	var hello struct {
+		Type   string `json:"type"`
+		Policy struct {
+			MaxPayload int `json:"maxPayload"`
+		} `json:"policy"`
+	}
+	if err := ws.ReadJSON(&hello); err != nil || hello.Type != "hello-ok" || hello.Policy.MaxPayload == 0 {
+		t.Fatalf("connect: %+v %v", hello, err)
+	}
+	head := `{"type":"req","id":"big","method":"node.list","params":{"pad":"`
+	tail := `"}}`
+	pad := strings.Repeat("x", hello.Policy.MaxPayload+1-len(head)-len(tail))
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(head+pad+tail)); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Type  string    `json:"type"`
+		OK    bool      `json:"ok"`
+		Error errObject `json:"error"`
+	}
+	if err := ws.ReadJSON(&res); err != nil || res.Type != "res" || res.OK {
+		t.Fatalf("oversized frame: %+v %v", res, err)
+	}
+	_, _, err = ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) {
+		t.Fatalf("the socket was not closed with a close frame: %v", err)
+	}
+	return res.Error, ce.Code
 }
 
 func memTotalBytes(t *testing.T) uint64 {

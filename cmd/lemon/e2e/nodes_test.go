@@ -25,13 +25,13 @@ type devNode struct {
 
 var devReadyRE = regexp.MustCompile(`lemon dev: controller on (ws://(\S+)/ws), node "([^"]*)" \(nodeId (node-[0-9a-f]+)\) serving (\S+)\n`)
 
-// startDev runs `lemon dev --listen 127.0.0.1:0` in a fresh HOME under
+// startDev runs `lemon dev --listen 127.0.0.1:0 EXTRA...` in a fresh HOME under
 // base whose cwd is HOME/work, with the operator token in
 // LEMON_CONTROL_PLANE_OPERATOR_TOKEN (so dev never prints it), and waits
 // until the node is connected. t's cleanup stops it.
-func startDev(t tb, base string) *devNode {
+func startDev(t tb, base string, extra ...string) *devNode {
 	t.Helper()
-	d, err := launchDev(base)
+	d, err := launchDev(base, extra...)
 	if d != nil {
 		t.Cleanup(d.p.kill)
 	}
@@ -43,7 +43,7 @@ func startDev(t tb, base string) *devNode {
 }
 
 // launchDev is startDev without a test: the caller stops d.p.
-func launchDev(base string) (*devNode, error) {
+func launchDev(base string, extra ...string) (*devNode, error) {
 	d := &devNode{home: filepath.Join(base, "home"), token: "lop_" + randHex(24)}
 	d.cwd = filepath.Join(d.home, "work")
 	d.state = filepath.Join(d.home, "state")
@@ -56,7 +56,7 @@ func launchDev(base string) (*devNode, error) {
 		return nil, err
 	}
 	p, err := launch("lemon dev", d.cwd, env(d.home, "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+d.token),
-		"dev", "--listen", "127.0.0.1:0", "--state", d.state)
+		append([]string{"dev", "--listen", "127.0.0.1:0", "--state", d.state}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,9 @@ func TestProcessThroughController(t *testing.T) {
 			e.Code, e.detail("code"), e.detail("retrySafe"), e.detail("mutationMayHaveApplied"))
 	}
 	c.waitOffline(m.name)
+	if e := c.op.callError(t, "node.process.get", map[string]any{"nodeId": nodeID, "processId": "kill:1"}); e.Code != protocol.CodeUnavailable || e.detail("code") != protocol.DomainNodeOffline {
+		t.Errorf("get while the node is offline: %+v, want UNAVAILABLE/node_offline", e)
+	}
 
 	node2, id2 := c.join(m)
 	nodes = append(nodes, node2)

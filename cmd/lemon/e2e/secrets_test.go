@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,10 +117,30 @@ func TestSecretsThroughController(t *testing.T) {
 	if _, err := os.Stat(vaultDB); err != nil || files < 2 {
 		t.Errorf("searched %d files; the vault file must be one of them", files)
 	}
-	audits := strings.Count(node.stderr.String(), "execution_node.host_io")
-	if audits == 0 {
-		t.Errorf("no audit events to search in the node's log")
+	// One content-free audit event per host call: method, module, host
+	// call, a fixed outcome and count 1, nothing else.
+	var got []string
+	for _, ev := range slogEvents(node.stderr.String(), "execution_node.host_io") {
+		keys := make([]string, 0, len(ev))
+		for k := range ev {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if strings.Join(keys, ",") != "count,hostcall,level,method,module,msg,outcome,time" || ev["count"] != "1" || ev["module"] != "secrets" {
+			t.Errorf("audit event with unexpected fields: %v", ev)
+		}
+		got = append(got, ev["method"]+" "+ev["hostcall"]+" "+ev["outcome"])
 	}
+	want := []string{
+		"node.secrets.set vault.set ok", "node.secrets.receipt vault.receipt ok",
+		"node.secrets.set vault.set ok", "node.secrets.receipt vault.receipt ok",
+		"node.secrets.set vault.set secret_operation_conflict", "node.secrets.receipt vault.receipt ok",
+		"node.secrets.list vault.list_payload ok",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("audit events:\n got  %q\n want %q", got, want)
+	}
+	audits := len(got)
 	t.Logf("no canary in %d node log lines (%d audit events), %d controller log lines, %d files under the state directory (vault file %d bytes)",
 		lineCount(node.output()), audits, lineCount(c.ctl.output()), files, fileState(t, vaultDB).size)
 }
@@ -140,4 +164,26 @@ func fileState(t *testing.T, path string) fileStat {
 	}
 	sum := sha256.Sum256(b)
 	return fileStat{size: fi.Size(), mtimeNs: fi.ModTime().UnixNano(), sha256: hex.EncodeToString(sum[:])}
+}
+
+var slogPair = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S*)`)
+
+// slogEvents parses the log/slog text lines of text whose msg is msg into
+// key → value (quotes removed).
+func slogEvents(text, msg string) []map[string]string {
+	var out []map[string]string
+	for _, line := range strings.Split(text, "\n") {
+		ev := map[string]string{}
+		for _, m := range slogPair.FindAllStringSubmatch(line, -1) {
+			v := m[2]
+			if uq, err := strconv.Unquote(v); err == nil {
+				v = uq
+			}
+			ev[m[1]] = v
+		}
+		if ev["msg"] == msg {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
