@@ -120,5 +120,16 @@ func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSM
 		}
 		return nil, mapErrno(err)
 	}
+	// rename(2) between two hard links of one inode succeeds and does
+	// nothing, which would leave the source under its capture name. The
+	// destination already is that inode, so the move is completed by
+	// removing the captured name.
+	if err := unix.Fstatat(src.dir, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil &&
+		st.Dev == src.st.Dev && st.Ino == src.st.Ino {
+		if err := unix.Unlinkat(src.dir, tmp, 0); err != nil {
+			rollback()
+			return nil, mapErrno(err)
+		}
+	}
 	return &protocol.FSMoveResult{Path: src.path(), Destination: dst.path(), Moved: true}, nil
 }

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"sort"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -249,10 +250,10 @@ func futimens(fd int, mtime unix.Timespec) error {
 //   - otherwise the existing file's mtimeMs must equal it.
 //
 // Any mismatch is revision_conflict and writes nothing. truncate cuts the
-// file at offset+len(data). Writes to one canonical target (symlink aliases
-// included) are serialized, and each successful write leaves the file's
-// mtimeMs strictly greater than before, setting it with utimensat when the
-// clock tick did not advance.
+// file at offset+len(data). Writes to one file are serialized whether they
+// name it by its canonical path, a symlink alias or another hard link, and
+// each successful write leaves the file's mtimeMs strictly greater than
+// before, setting it with utimensat when the clock tick did not advance.
 func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult, error) {
 	if len(data) > protocol.FSMaxWriteBytes {
 		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
@@ -268,8 +269,15 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 	if err != nil {
 		return nil, err
 	}
-	t, err := f.walk(comps, walkOpts{followFinal: true, mkdirs: a.Mkdirs})
+	// A write to an existing file (a nonzero revision) never needs new
+	// parents: with any missing, the file is missing and the answer is
+	// revision_conflict, which must not leave created directories behind.
+	mkdirs := a.Mkdirs && (exp == nil || *exp == 0)
+	t, err := f.walk(comps, walkOpts{followFinal: true, mkdirs: mkdirs})
 	if err != nil {
+		if a.Mkdirs && !mkdirs && protocol.AsError(err).DomainCode() == protocol.DomainNotFound {
+			return nil, protocol.FSError(protocol.DomainRevisionConflict)
+		}
 		return nil, err
 	}
 	defer f.closeTarget(t)
@@ -279,6 +287,14 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	defer f.locks.lock(t.path())()
+	// Hard links of one file share no path: the compare-and-swap also
+	// holds the inode's lock, so a write through another link cannot
+	// interleave with it.
+	var lockedDev, lockedIno uint64
+	if exp != nil && *exp != 0 && t.exists {
+		lockedDev, lockedIno = t.st.Dev, t.st.Ino
+		defer f.locks.lock(inodeKey(lockedDev, lockedIno))()
+	}
 
 	var fd int
 	var before *unix.Stat_t
@@ -306,12 +322,25 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 			}
 			return nil, err
 		}
-		if mtimeMs(before) != *exp {
+		// A different file (replaced since the walk) is not the one whose
+		// lock is held; its revision was not the one observed either.
+		if mtimeMs(before) != *exp || before.Dev != lockedDev || before.Ino != lockedIno {
 			f.closeFD(fd)
 			return nil, protocol.FSError(protocol.DomainRevisionConflict)
 		}
 	}
 	defer f.closeFD(fd)
+	// A file this write created is removed again if the write then fails
+	// (e.g. EFBIG at an offset the filesystem cannot reach), so an error
+	// leaves no trace and a retry with expectedModifiedAtMs 0 still works.
+	undoCreate := func() {
+		var fst, lst unix.Stat_t
+		if before == nil && unix.Fstat(fd, &fst) == nil &&
+			unix.Fstatat(t.dir, t.name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			fst.Dev == lst.Dev && fst.Ino == lst.Ino {
+			unix.Unlinkat(t.dir, t.name, 0)
+		}
+	}
 	written := 0
 	for written < len(data) {
 		n, err := unix.Pwrite(fd, data[written:], a.Offset+int64(written))
@@ -319,12 +348,14 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 			continue
 		}
 		if err != nil {
+			undoCreate()
 			return nil, mapErrno(err)
 		}
 		written += n
 	}
 	if a.Truncate {
 		if err := unix.Ftruncate(fd, a.Offset+int64(written)); err != nil {
+			undoCreate()
 			return nil, mapErrno(err)
 		}
 	}
@@ -342,6 +373,12 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 		}
 	}
 	return &protocol.FSWriteResult{Path: t.path(), Offset: a.Offset, BytesWritten: int64(written), Size: after.Size, MtimeMs: mtimeMs(&after)}, nil
+}
+
+// inodeKey is the write-lock key of an existing file's identity; it cannot
+// collide with a canonical path key, which starts with '/'.
+func inodeKey(dev, ino uint64) string {
+	return "inode:" + strconv.FormatUint(dev, 10) + ":" + strconv.FormatUint(ino, 10)
 }
 
 // Mkdir implements fs.mkdir: creates the directory and missing parents;

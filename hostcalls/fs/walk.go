@@ -315,6 +315,7 @@ restart:
 			release()
 			dir, owned = nfd, true
 			canon = append(canon, c)
+			retries = 0 // the race budget is per component, not per path
 		default:
 			if last {
 				return &target{root: r, dir: dir, owned: owned, name: c, canon: append(canon, c), exists: true, st: st}, nil
