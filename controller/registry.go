@@ -22,7 +22,10 @@ const (
 	CloseSessionRevoked = 4002
 )
 
-// nodeRecord is the durable part of a node.
+// nodeRecord is the durable part of a node. A flush marshals a shallow
+// copy without the registry lock, so its map, slice and pointer fields
+// (Methods, Capabilities, Client) are only ever replaced, never changed in
+// place.
 type nodeRecord struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
@@ -41,6 +44,9 @@ type nodeRecord struct {
 	MaxPayload      int                     `json:"maxPayload,omitempty"`
 	Capabilities    []string                `json:"capabilities,omitempty"`
 	Client          *protocol.ConnectClient `json:"client,omitempty"`
+	// WriteSeq is the store's write stamp of this stored copy (set by the
+	// store, see store.seq); a flush never replaces a higher one.
+	WriteSeq uint64 `json:"writeSeq,omitempty"`
 }
 
 // nodeEntry is a node in memory: its record and its live connection.
@@ -51,11 +57,18 @@ type nodeEntry struct {
 	connectedAtMs int64
 }
 
-// registry holds nodes, sessions and pairings; every change is written
-// through to the store. One mutex guards it all.
+// registry holds nodes, sessions and pairings. Node creation, renames,
+// pairings and sessions are written through to the store under mu before
+// they take effect; advertise and last-seen data are marked dirty and
+// written by flush, which holds mu only while it copies them. One mutex
+// guards the maps.
 type registry struct {
 	s  *Server
 	st *store
+
+	// flushMu makes flushes run one at a time (janitor and Close); it is
+	// never taken while mu is held.
+	flushMu sync.Mutex
 
 	mu       sync.Mutex
 	nodes    map[string]*nodeEntry     // nodeId →
@@ -85,6 +98,7 @@ func newRegistry(s *Server, st *store) (*registry, error) {
 		}
 		r.nodes[rec.ID] = &nodeEntry{rec: rec}
 		r.names[nameKey(rec.Name)] = rec.ID
+		st.observeSeq(rec.WriteSeq)
 		return nil
 	})
 	if err != nil {
@@ -236,24 +250,40 @@ func (r *registry) detach(e *nodeEntry, c *conn) {
 	}
 }
 
-// flush writes the node records marked dirty in one transaction.
+// flush writes the node records marked dirty (advertise and last-seen
+// data) in one transaction. It holds mu only to copy them and take a
+// write stamp; the write and its fsync run without it, so connects,
+// calls and listings go on meanwhile. A record that an immediate write
+// (rename, re-pairing) stored after the copy carries a higher stamp and
+// is not overwritten. If the write fails the records are marked dirty
+// again for the next flush.
 func (r *registry) flush() {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if len(r.dirty) == 0 {
+		r.mu.Unlock()
 		return
 	}
-	ops := make([]op, 0, len(r.dirty))
+	recs := make([]nodeRecord, 0, len(r.dirty))
 	for id := range r.dirty {
 		if e, ok := r.nodes[id]; ok {
-			ops = append(ops, op{bucketNodes, id, e.rec})
+			recs = append(recs, e.rec)
 		}
 	}
-	if err := r.st.apply(ops...); err != nil {
-		r.s.log.Error("durable store write failed", "err", err)
-		return
-	}
 	clear(r.dirty)
+	seq := r.st.nextSeq()
+	r.mu.Unlock()
+	if err := r.st.writeSnapshots(seq, recs); err != nil {
+		r.s.log.Error("durable store write failed", "err", err)
+		r.mu.Lock()
+		for _, rec := range recs {
+			if _, ok := r.nodes[rec.ID]; ok {
+				r.dirty[rec.ID] = true
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // pin resolves nodeID to its live connection and session generation for

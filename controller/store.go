@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,6 +25,18 @@ const (
 // directory it keeps nothing (db is nil) and the registry lives in memory.
 type store struct {
 	db *bolt.DB
+	// seq orders the writes of node records. apply stamps every node
+	// record it writes with a fresh value (nodeRecord.WriteSeq), and a
+	// flush snapshot carries the value taken when it was read; a snapshot
+	// never replaces a stored record with a higher stamp. Both are taken
+	// under the registry lock, so stamp order is the order in which the
+	// registry's state changed. openStore's caller raises it past every
+	// stamp loaded (observeSeq).
+	seq atomic.Uint64
+	// testHookSnapshotWrite, set only by tests before any use, runs at
+	// the start of every writeSnapshots (as a slow or failing disk would);
+	// an error it returns fails the write.
+	testHookSnapshotWrite func() error
 }
 
 // StoreFile is the name of the durable store inside the state directory.
@@ -63,10 +77,32 @@ type op struct {
 	value       any
 }
 
-// apply writes a batch in one fsync'd transaction.
+// apply writes a batch in one fsync'd transaction. A node record in the
+// batch (nodeRecord or *nodeRecord) is written with a fresh WriteSeq
+// stamp; the caller holds the registry lock, as for every immediate write.
 func (s *store) apply(ops ...op) error {
 	if s.db == nil || len(ops) == 0 {
 		return nil
+	}
+	var stamped []op // a copy, so the caller's slice is left as it is
+	for i, o := range ops {
+		var rec nodeRecord
+		switch v := o.value.(type) {
+		case nodeRecord:
+			rec = v
+		case *nodeRecord:
+			rec = *v
+		default:
+			continue
+		}
+		if stamped == nil {
+			stamped = slices.Clone(ops)
+		}
+		rec.WriteSeq = s.nextSeq()
+		stamped[i].value = rec
+	}
+	if stamped != nil {
+		ops = stamped
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range ops {
@@ -82,6 +118,64 @@ func (s *store) apply(ops ...op) error {
 				return err
 			}
 			if err := b.Put([]byte(o.key), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// nextSeq returns a fresh node-record write stamp.
+func (s *store) nextSeq() uint64 { return s.seq.Add(1) }
+
+// observeSeq raises the stamp counter to at least v (a loaded record's
+// WriteSeq), so stamps after a restart stay above the stored ones.
+func (s *store) observeSeq(v uint64) {
+	for {
+		cur := s.seq.Load()
+		if v <= cur || s.seq.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// writeSnapshots writes node records read under the registry lock when
+// the stamp seq was taken, in one fsync'd transaction, without holding
+// that lock. A record is skipped when the stored copy carries a stamp at
+// or above seq (an immediate write, such as a rename or a re-pairing,
+// committed the newer state after the snapshot) or when there is no
+// stored copy (a flush only updates records their immediate writes
+// created, and never brings back a deleted one).
+func (s *store) writeSnapshots(seq uint64, recs []nodeRecord) error {
+	if s.db == nil || len(recs) == 0 {
+		return nil
+	}
+	if h := s.testHookSnapshotWrite; h != nil {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucketNodes))
+		for _, rec := range recs {
+			cur := b.Get([]byte(rec.ID))
+			if cur == nil {
+				continue
+			}
+			var stored struct {
+				WriteSeq uint64 `json:"writeSeq"`
+			}
+			// An undecodable stored copy is replaced: the snapshot is a
+			// whole, valid record.
+			if json.Unmarshal(cur, &stored) == nil && stored.WriteSeq >= seq {
+				continue
+			}
+			rec.WriteSeq = seq
+			v, err := json.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(rec.ID), v); err != nil {
 				return err
 			}
 		}
