@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -179,19 +180,38 @@ func (g *Gate) audit(inv *invocation, hostcall, outcome string) {
 }
 
 // contextCaps reads the capability list of an execution context, if it
-// names one. A malformed context is refused by the caller.
+// names one. A malformed context is refused by the caller. Ambiguous
+// contexts are malformed: a repeated key or a case variant of
+// "capabilities" (encoding/json would let the last one win, or match it
+// without regard to case, where another reader may take the first), and
+// "capabilities": null, which names no list.
 func contextCaps(ec json.RawMessage) (caps []string, restricts bool, err error) {
 	if len(ec) == 0 || string(ec) == "null" {
 		return nil, false, nil
 	}
-	var c struct {
-		Capabilities *[]string `json:"capabilities"`
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(ec, &m); err != nil || m == nil {
+		return nil, false, errMalformedContext
 	}
-	if err := json.Unmarshal(ec, &c); err != nil {
-		return nil, false, err
+	if protocol.CheckObjectKeys(ec, nil) != nil {
+		return nil, false, errMalformedContext
 	}
-	if c.Capabilities == nil {
+	for k := range m {
+		if k != "capabilities" && strings.EqualFold(k, "capabilities") {
+			return nil, false, errMalformedContext
+		}
+	}
+	raw, ok := m["capabilities"]
+	if !ok {
 		return nil, false, nil
 	}
-	return *c.Capabilities, true, nil
+	if string(raw) == "null" {
+		return nil, false, errMalformedContext
+	}
+	if err := json.Unmarshal(raw, &caps); err != nil {
+		return nil, false, err
+	}
+	return caps, true, nil
 }
+
+var errMalformedContext = errors.New("malformed execution context")
