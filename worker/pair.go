@@ -341,7 +341,7 @@ func (p *pairing) exchange(call func(string, any) (json.RawMessage, *protocol.Er
 		return nil, &PairError{Msg: "the controller paired a different node ID than the one re-paired; refusing it",
 			Err: protocol.DomainError(protocol.CodeConflict, protocol.DomainNodeIdentityMismatch, "node ID changed")}
 	}
-	rec := &NodeRecord{NodeID: cr.NodeID, Name: cr.Name, ControllerURL: p.cfg.ControllerURL,
+	rec := &NodeRecord{NodeID: cr.NodeID, Name: cr.Name, JoinName: p.joinName(cr), ControllerURL: p.cfg.ControllerURL,
 		SessionToken: cr.SessionToken, SessionExpiresAtMs: cr.ExpiresAtMs, SessionGeneration: cr.SessionGeneration,
 		RecoveryCredential: cr.RecoveryCredential}
 	if rec.RecoveryCredential == "" && p.cfg.Existing != nil && p.cfg.Existing.NodeID == rec.NodeID {
@@ -352,6 +352,28 @@ func (p *pairing) exchange(call func(string, any) (json.RawMessage, *protocol.Er
 	}
 	p.cfg.Store.DeletePending(p.cfg.ControllerURL, p.key)
 	return rec, nil
+}
+
+// joinName is the JoinName of the record a pairing stores: a re-paired
+// identity keeps the name it was first joined with (an older record's
+// stored name stands in), so a rename on the controller, which the new
+// record's Name reflects, does not hide it from `--name ORIGINAL`. A new
+// node's is the --name it was paired with.
+func (p *pairing) joinName(cr protocol.ConnectChallengeResult) string {
+	prev := p.cfg.Existing
+	if prev == nil && p.cfg.Repair {
+		// A repaired identity may have a (legacy) record of its own.
+		prev, _ = p.cfg.Store.Load(cr.NodeID, p.cfg.ControllerURL)
+	}
+	if prev != nil && prev.NodeID == cr.NodeID {
+		if n := prev.LocalName(); n != "" {
+			return n
+		}
+	}
+	if n, perr := protocol.NormalizeNodeName("name", p.cfg.Name); perr == nil {
+		return n
+	}
+	return cr.Name
 }
 
 // String never prints credentials.

@@ -24,9 +24,17 @@ const RecordVersion = 1
 
 // NodeRecord is one paired identity as stored on the node.
 type NodeRecord struct {
-	Version       int    `json:"version"`
-	NodeID        string `json:"nodeId"`
-	Name          string `json:"name"`
+	Version int    `json:"version"`
+	NodeID  string `json:"nodeId"`
+	// Name is the node's controller-side name as of the last pairing
+	// (the connect.challenge result); an operator rename shows here
+	// after the next re-pairing.
+	Name string `json:"name"`
+	// JoinName is the --name this identity was first joined with (trimmed).
+	// It is kept across re-pairings and controller-side renames, so the
+	// join command that created the identity keeps finding it. Records
+	// written before it existed have none; their Name stands in.
+	JoinName      string `json:"joinName,omitempty"`
 	ControllerURL string `json:"controllerUrl"`
 	// SessionToken is valid until SessionExpiresAtMs (Unix ms).
 	SessionToken       string `json:"sessionToken,omitempty"`
@@ -150,10 +158,19 @@ func (s TokenStore) Load(nodeID, controllerURL string) (*NodeRecord, error) {
 	return rec, nil
 }
 
-// FindByName returns the record stored for controllerURL whose name is
-// name (trimmed). Only records of that exact controller are considered.
+// FindByName returns the record stored for controllerURL that a join
+// with --name name means: the node's current controller-side name (Name)
+// or the name the identity was first joined with (JoinName), compared
+// trimmed and case-insensitively, as the controller compares names. A
+// Name match wins over a JoinName match (after a rename freed the old name
+// another local identity may hold it now); among equals the most recently
+// saved record wins. Only records of that exact controller are
+// considered, and a file not named after its node ID is ignored.
 func (s TokenStore) FindByName(name, controllerURL string) (*NodeRecord, error) {
 	name = strings.TrimSpace(name)
+	if name == "" || controllerURL == "" {
+		return nil, ErrNoRecord
+	}
 	entries, err := os.ReadDir(s.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoRecord
@@ -162,26 +179,53 @@ func (s TokenStore) FindByName(name, controllerURL string) (*NodeRecord, error) 
 		return nil, errors.New("token store: cannot read its directory")
 	}
 	var found *NodeRecord
+	foundRank := 0
 	for _, e := range entries {
 		n := e.Name()
 		if !strings.HasPrefix(n, "node-") || !strings.HasSuffix(n, ".json") {
 			continue
 		}
 		rec, err := readRecord(filepath.Join(s.Dir, n))
-		if err != nil || rec.ControllerURL != controllerURL || rec.Name != name {
+		if err != nil || rec.ControllerURL != controllerURL {
+			continue
+		}
+		rank := rec.nameRank(name)
+		if rank == 0 {
 			continue
 		}
 		if filepath.Base(s.RecordPath(rec.NodeID)) != n {
 			continue // a file renamed or copied from another identity
 		}
-		if found == nil || rec.UpdatedAtMs > found.UpdatedAtMs {
-			found = rec
+		if found == nil || rank > foundRank || (rank == foundRank && rec.UpdatedAtMs > found.UpdatedAtMs) {
+			found, foundRank = rec, rank
 		}
 	}
 	if found == nil {
 		return nil, ErrNoRecord
 	}
 	return found, nil
+}
+
+// nameRank is how well name (trimmed) names r: 2 its controller-side
+// name, 1 the name it was joined with, 0 neither.
+func (r *NodeRecord) nameRank(name string) int {
+	switch {
+	case strings.EqualFold(strings.TrimSpace(r.Name), name):
+		return 2
+	case r.JoinName != "" && strings.EqualFold(strings.TrimSpace(r.JoinName), name):
+		return 1
+	}
+	return 0
+}
+
+// LocalName is the name the node's local state is kept under: the name
+// it was first joined with, or for an older record its stored name. It
+// does not change when an operator renames the node.
+func (r *NodeRecord) LocalName() string {
+	if r.JoinName != "" {
+		return r.JoinName
+	}
+	return r.Name
 }
 
 func readRecord(path string) (*NodeRecord, error) {

@@ -39,6 +39,8 @@ Credentials (prefer the environment to flags, which enter shell history):
   LEMON_NODE_OPERATOR_TOKEN  operator token, used only by --pair
 Without LEMON_NODE_TOKEN the session stored by a previous --pair under
 ~/.lemon/nodes/execution/ is used (bound to the exact controller URL).
+--name finds it by the node's controller-side name or by the name it was
+first joined with, so an operator rename does not orphan it.
 
   --pair                     enrol (or re-pair after expiry, keeping the node ID)
   --pair --repair --node-id ID
@@ -92,7 +94,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.Var(&o.roots, "allowed-root", "extra allowed file root, added to home (repeatable)")
 	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: "+strings.Join(hostcalls.AllCapabilities, ","))
 	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
-	fs.StringVar(&o.state, "state", "", "state directory (default: policy state_dir, else ~/.lemon/nodes/state/NAME)")
+	fs.StringVar(&o.state, "state", "", "state directory (default: policy state_dir, else ~/.lemon/nodes/state/NAME, NAME as first joined)")
 	fs.BoolVar(&o.insecure, "allow-insecure-controller", false, "allow plaintext ws:// to a non-loopback controller")
 	fs.BoolVar(&o.pair, "pair", false, "pair with the controller (operator token from "+envNodeOperatorToken+")")
 	fs.BoolVar(&o.repair, "repair", false, "with --pair and --node-id: re-pair an identity without a recovery credential")
@@ -234,13 +236,25 @@ func sanitizeName(name string) string {
 	return n
 }
 
+// joinIdentity is what the worker connects with.
+type joinIdentity struct {
+	token, nodeID string
+	// name is the node's controller-side name as last known (advertised).
+	name string
+	// localName names the default state directory. For a paired identity
+	// it is the name the identity was first joined with, so an operator
+	// rename (learned at the next re-pairing) does not move the node's
+	// store and vault to another directory.
+	localName string
+}
+
 // nodeIdentity resolves the credentials the worker connects with: an
 // interim node token, a fresh pairing, or a stored session.
-func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, log *slog.Logger, stderr io.Writer) (token, nodeID, name string, err error) {
+func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, log *slog.Logger, stderr io.Writer) (joinIdentity, error) {
 	if o.pair {
 		store, err := worker.DefaultTokenStore()
 		if err != nil {
-			return "", "", "", err
+			return joinIdentity{}, err
 		}
 		cfg := worker.PairConfig{
 			ControllerURL: o.controller, AllowInsecureController: o.insecure,
@@ -258,42 +272,46 @@ func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, l
 				cfg.Existing = existing
 			case errors.Is(lerr, worker.ErrNoRecord):
 				if o.name == "" {
-					return "", "", "", errors.New("--name is required to pair a new node")
+					return joinIdentity{}, errors.New("--name is required to pair a new node")
 				}
 			default:
-				return "", "", "", lerr
+				return joinIdentity{}, lerr
 			}
 		}
 		rec, err := worker.Pair(ctx, cfg)
 		if err != nil {
-			return "", "", "", err
+			return joinIdentity{}, err
 		}
 		fmt.Fprintf(stderr, "paired as %s (node ID %s); session stored\n", rec.Name, rec.NodeID)
-		return rec.SessionToken, rec.NodeID, rec.Name, nil
+		return joinIdentity{token: rec.SessionToken, nodeID: rec.NodeID, name: rec.Name, localName: rec.LocalName()}, nil
 	}
 	if o.token != "" {
 		if o.name == "" {
-			return "", "", "", errors.New("--name is required with a node token")
+			return joinIdentity{}, errors.New("--name is required with a node token")
 		}
-		return o.token, o.nodeID, o.name, nil
+		return joinIdentity{token: o.token, nodeID: o.nodeID, name: o.name, localName: o.name}, nil
 	}
 	store, err := worker.DefaultTokenStore()
 	if err != nil {
-		return "", "", "", err
+		return joinIdentity{}, err
 	}
 	rec, err := lookupRecord(store, o)
 	if errors.Is(err, worker.ErrNoRecord) {
-		return "", "", "", fmt.Errorf("no node token: set %s, or pair this node with --pair", envNodeToken)
+		return joinIdentity{}, fmt.Errorf("no node token: set %s, or pair this node with --pair", envNodeToken)
 	}
 	if err != nil {
-		return "", "", "", err
+		return joinIdentity{}, err
 	}
 	if !rec.SessionValid(time.Now()) {
-		return "", "", "", errors.New("the stored session has expired: re-run with --pair (the node keeps its ID and name)")
+		return joinIdentity{}, errors.New("the stored session has expired: re-run with --pair (the node keeps its ID and name)")
 	}
-	return rec.SessionToken, rec.NodeID, rec.Name, nil
+	return joinIdentity{token: rec.SessionToken, nodeID: rec.NodeID, name: rec.Name, localName: rec.LocalName()}, nil
 }
 
+// lookupRecord finds the stored identity a join means: by --node-id, else
+// by --name, which matches the node's controller-side name or the name it
+// was first joined with (worker.TokenStore.FindByName). Both require the
+// exact controller URL.
 func lookupRecord(store worker.TokenStore, o *nodeOptions) (*worker.NodeRecord, error) {
 	if o.nodeID != "" {
 		return store.Load(o.nodeID, o.controller)
@@ -334,7 +352,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 			}
 		}
 	}
-	token, nodeID, name, err := nodeIdentity(ctx, o, methods, log, stderr)
+	id, err := nodeIdentity(ctx, o, methods, log, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 130
@@ -347,7 +365,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		state = pol.StateDir
 	}
 	if state == "" {
-		if state, err = defaultStateDir(name); err != nil {
+		if state, err = defaultStateDir(id.localName); err != nil {
 			return fail(err)
 		}
 	}
@@ -359,14 +377,14 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 	defer nh.Close()
 	w, err := worker.New(worker.Config{
 		ControllerURL: o.controller, AllowInsecureController: o.insecure,
-		Name: name, NodeID: nodeID, Token: token,
+		Name: id.name, NodeID: id.nodeID, Token: id.token,
 		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
 		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
 	})
 	if err != nil {
 		return fail(err)
 	}
-	log.Info("node starting", "name", name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
+	log.Info("node starting", "name", id.name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
 	if err := w.Run(ctx); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
