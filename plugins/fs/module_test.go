@@ -20,11 +20,7 @@ import (
 	"lemon/protocol"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	hosttest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { hosttest.Main(m) }
 
 type fixture struct {
 	h    *host.Host
@@ -34,7 +30,6 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -44,16 +39,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	h, err := host.New(ctx, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table()},
-		CacheDir: hosttest.CacheDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(ctx) })
-	wasm := hosttest.Build(t, "plugins/fs")
-	if _, err := h.Load(ctx, hosttest.Pin("fs", wasm), wasm); err != nil {
-		t.Fatal(err)
-	}
+	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table()}}, "fs", "plugins/fs")
 	return &fixture{h: h, fs: f, root: root}
 }
 

@@ -28,17 +28,13 @@ import (
 	"lemon/protocol"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	hosttest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { hosttest.Main(m) }
 
 type env struct {
 	tb    testing.TB
 	root  string
 	state string
-	log   *syncBuffer
+	log   *hosttest.LogBuffer
 	st    *store.Store
 	fs    *fs.FS
 	sp    *spawn.Spawner
@@ -46,29 +42,12 @@ type env struct {
 	seq   int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newEnv builds a node: fs rooted in a temp dir, the durable store, the
 // spawner and a host with poolSize instances of the process module.
 func newEnv(tb testing.TB, poolSize int) *env {
 	tb.Helper()
 	base, _ := filepath.EvalSymlinks(tb.TempDir())
-	e := &env{tb: tb, root: filepath.Join(base, "root"), state: filepath.Join(base, "state"), log: &syncBuffer{}}
+	e := &env{tb: tb, root: filepath.Join(base, "root"), state: filepath.Join(base, "state"), log: &hosttest.LogBuffer{}}
 	os.MkdirAll(e.root, 0o700)
 	var err error
 	if e.fs, err = fs.New(fs.Config{DefaultCwd: e.root, Roots: []string{e.root}, Home: e.root}); err != nil {

@@ -24,42 +24,20 @@ import (
 	"lemon/protocol"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	hosttest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { hosttest.Main(m) }
 
 type fixture struct {
 	h     *host.Host
 	v     *vault.Vault
 	root  string
-	log   *syncBuffer
+	log   *hosttest.LogBuffer
 	mu    sync.Mutex
 	args  []string // every host-call args JSON the module sent
 	calls map[string]int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	root := t.TempDir()
 	keyFile := filepath.Join(root, "master.key")
 	if err := vault.GenerateKeyFile(keyFile); err != nil {
@@ -70,7 +48,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close() })
-	f := &fixture{v: v, root: root, log: &syncBuffer{}, calls: map[string]int{}}
+	f := &fixture{v: v, root: root, log: &hosttest.LogBuffer{}, calls: map[string]int{}}
 	// Wrap each entry to record what the module passes to the host.
 	tbl := v.Table()
 	for i := range tbl {
@@ -84,17 +62,8 @@ func newFixture(t testing.TB) *fixture {
 			return inner(ctx, c, args)
 		}
 	}
-	h, err := host.New(ctx, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{tbl},
-		CacheDir: hosttest.CacheDir(t), Logger: slog.New(slog.NewJSONHandler(f.log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(ctx) })
-	wasm := hosttest.Build(t, "plugins/secrets")
-	if _, err := h.Load(ctx, hosttest.Pin("secrets", wasm), wasm); err != nil {
-		t.Fatal(err)
-	}
-	f.h = h
+	f.h = hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{tbl},
+		Logger: slog.New(slog.NewJSONHandler(f.log, nil))}, "secrets", "plugins/secrets")
 	return f
 }
 
