@@ -29,12 +29,15 @@ func DecodeParams(params json.RawMessage, v any) *Error {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if ok := asTypeErr(err, &te); ok {
-			return InvalidParams(te.Field, "field "+te.Field+" has the wrong type")
+			f := safeFieldPath(te.Field)
+			return InvalidParams(f, "field "+f+" has the wrong type")
 		}
 		msg := err.Error()
 		if strings.HasPrefix(msg, "json: unknown field ") {
+			// Only a key that looks like a field name is named, as in
+			// CheckObjectKeys: a key is request content too.
 			f := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-			if len(f) > 64 || !utf8.ValidString(f) {
+			if !isIdentifier(f) {
 				f = "?"
 			}
 			return InvalidParams(f, "unknown field "+f)
@@ -48,6 +51,23 @@ func DecodeParams(params json.RawMessage, v any) *Error {
 		return InvalidParams("", "params must be valid UTF-8 without unpaired surrogate escapes")
 	}
 	return CheckObjectKeys(params, structFields(v))
+}
+
+// safeFieldPath returns a dotted field path when every element looks like
+// a field name, else "?" (a map key in the path is request content).
+func safeFieldPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if len(path) > 128 {
+		return "?"
+	}
+	for _, part := range strings.Split(path, ".") {
+		if !isIdentifier(part) {
+			return "?"
+		}
+	}
+	return path
 }
 
 func asTypeErr(err error, target **json.UnmarshalTypeError) bool {

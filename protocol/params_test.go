@@ -91,3 +91,37 @@ func TestFSWriteBase64LineBreaksRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Regression: an unknown key that does not look like a field name (here
+// one with a dash, a slash or a space, as a secret name or a path might)
+// was echoed in the message and details.field when encoding/json reported
+// it, though CheckObjectKeys names only identifier-like keys. Nested
+// objects reach that path too.
+func TestDecodeParamsUnknownKeyNotEchoed(t *testing.T) {
+	type inner struct {
+		Token string `json:"token"`
+	}
+	type params struct {
+		Auth inner `json:"auth"`
+	}
+	for _, in := range []string{
+		`{"CANARY-7f3a":1}`,
+		`{"auth":{"token":"x","CANARY-7f3a":1}}`,
+		`{"auth":{"token":"x","CANARY/etc/passwd":1}}`,
+		`{"auth":{"token":"x","CANARY secret name":1}}`,
+	} {
+		var p params
+		err := DecodeParams(json.RawMessage(in), &p)
+		if err == nil || err.Code != CodeInvalidParams {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if b, _ := json.Marshal(err); contains(string(b), "CANARY") {
+			t.Errorf("%s: error echoes the key: %s", in, b)
+		}
+	}
+	// Identifier-like keys are still named, top level and nested.
+	var p params
+	if err := DecodeParams(json.RawMessage(`{"auth":{"token":"x","extra":1}}`), &p); err == nil || err.Details.Field != "extra" {
+		t.Fatalf("nested identifier key: %+v", err)
+	}
+}
