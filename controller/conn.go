@@ -220,18 +220,28 @@ func (c *conn) respondErr(id string, e *protocol.Error) bool {
 
 // sendEvent queues an event with the connection's next seq (from 1).
 func (c *conn) sendEvent(name string, payload any) bool {
+	queued, _ := c.sendEventMax(name, payload, 0)
+	return queued
+}
+
+// sendEventMax is sendEvent for a frame of at most max bytes (0: no
+// bound). A larger frame is not sent and uses no seq: fits is false.
+func (c *conn) sendEventMax(name string, payload any, max int) (queued, fits bool) {
 	p, err := json.Marshal(payload)
 	if err != nil {
-		return false
+		return false, true
 	}
 	c.eventMu.Lock()
 	defer c.eventMu.Unlock()
-	c.seq++
-	b, err := json.Marshal(protocol.Event{Type: protocol.FrameEvent, Event: name, Seq: c.seq, Payload: p})
+	b, err := json.Marshal(protocol.Event{Type: protocol.FrameEvent, Event: name, Seq: c.seq + 1, Payload: p})
 	if err != nil {
-		return false
+		return false, true
 	}
-	return c.send(b)
+	if max > 0 && len(b) > max {
+		return false, false
+	}
+	c.seq++
+	return c.send(b), true
 }
 
 // readLoop reads frames until the connection fails or closes.
@@ -281,13 +291,19 @@ func (c *conn) handleFrame(data []byte) bool {
 		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame must be a JSON object"))
 		return true
 	}
+	// encoding/json would fold invalid UTF-8 and lone surrogate escapes
+	// into U+FFFD: an id answered would not be the id sent.
+	if !protocol.ValidJSONText(data) {
+		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame is not valid UTF-8 text"))
+		return true
+	}
 	var req protocol.Request
 	if err := json.Unmarshal(data, &req); err != nil {
 		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame could not be parsed"))
 		return true
 	}
 	id := req.ID
-	if id == "" || len(id) > maxIDBytes || !utf8.ValidString(id) {
+	if id == "" || len(id) > maxIDBytes {
 		id = protocol.UnknownID
 	}
 	switch req.Type {

@@ -145,8 +145,15 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 		TimeoutMs:         broker.Milliseconds(),
 		SessionGeneration: gen,
 	}
-	if !node.sendEvent(protocol.EventInvokeRequest, ev) {
+	// The node accepts frames up to the maxPayload it advertised; a larger
+	// one would cost it its connection and every other call on it.
+	if queued, fits := node.sendEventMax(protocol.EventInvokeRequest, ev, node.peerMax); !queued {
 		node.takePending(cl.invokeID)
+		if !fits {
+			c.respondErr(id, protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainPayloadTooLarge,
+				"the request does not fit the maxPayload the node advertised").WithRetry(false, false))
+			return
+		}
 		c.respondErr(id, notDispatched())
 		return
 	}

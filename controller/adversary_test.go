@@ -1,0 +1,311 @@
+package controller
+
+// Adversarial tests of the /ws protocol: each names the attack it makes
+// and the behaviour that must hold.
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"lemon/protocol"
+)
+
+// A request that fits the controller's maxPayload but not the node's
+// advertised one must not be forwarded: the node would refuse the frame
+// and lose its connection (and every other call in flight on it).
+func TestAdvRequestOverNodeMaxPayloadIsNotForwarded(t *testing.T) {
+	s := startServer(t, testConfig())
+	const nodeMax = 4096
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{MaxPayload: nodeMax}, echoHandler)
+	n.ws.SetReadLimit(nodeMax) // what a real node does with its own limit
+	op := connectOperator(t, s.url, adminToken)
+	id := nodeIDOf("worker-1")
+
+	f := op.call(mEcho, map[string]any{"nodeId": id, "value": strings.Repeat("v", nodeMax)})
+	wantError(t, f, protocol.CodeInvalidParams, protocol.DomainPayloadTooLarge)
+	wantRetry(t, f, false, false)
+	select {
+	case req := <-n.requests:
+		t.Fatalf("oversized request forwarded: %d bytes of args", len(req.Args))
+	default:
+	}
+	// The node is still connected and serves a request that fits.
+	if f := op.call(mEcho, map[string]any{"nodeId": id, "value": "small"}); !f.OK {
+		t.Fatalf("after the refused request: %s", f.raw)
+	}
+	if req := <-n.requests; len(req.Args) > nodeMax {
+		t.Fatalf("args %d bytes", len(req.Args))
+	}
+}
+
+// Request ids must be valid UTF-8: encoding/json folds invalid bytes and
+// lone surrogate escapes into U+FFFD, so the echoed id would not be the
+// one sent (and two different ids would collide).
+func TestAdvRequestIDNotUTF8(t *testing.T) {
+	s := startServer(t, testConfig())
+	p := connectOperator(t, s.url, adminToken)
+	for _, raw := range []string{
+		"{\"type\":\"req\",\"id\":\"a\xffb\",\"method\":\"node.list\"}",
+		`{"type":"req","id":"a\ud800b","method":"node.list"}`,
+		"{\"type\":\"req\",\"id\":\"x\",\"method\":\"node.l\xffist\"}",
+	} {
+		p.writeRaw(websocket.TextMessage, []byte(raw))
+		f := p.next()
+		wantError(t, f, protocol.CodeInvalidRequest, "")
+		if f.ID != protocol.UnknownID {
+			t.Fatalf("%q: answered under id %q", raw, f.ID)
+		}
+	}
+	if f := p.call("node.list", nil); !f.OK {
+		t.Fatalf("connection no longer serves: %s", f.raw)
+	}
+}
+
+// A peer that never completes connect is closed after the handshake
+// timeout, even when it keeps the socket busy with pings and a frame
+// dribbled in fragments (slowloris).
+func TestAdvHandshakeSlowloris(t *testing.T) {
+	cfg := testConfig()
+	cfg.HandshakeTimeout = 300 * time.Millisecond
+	s := startServer(t, cfg)
+	ws, _, err := websocket.DefaultDialer.Dial(s.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	w, err := ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	frame := []byte(`{"type":"req","id":"c1","method":"connect","params":{"role":"operator"}}`)
+	for i := 0; ; i++ {
+		select {
+		case <-closed:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i > 500 {
+			t.Fatal("slowloris connection still open")
+		}
+		// One byte per fragment, a ping between fragments.
+		if i < len(frame)-1 {
+			w.Write(frame[i : i+1])
+			if fw, ok := w.(interface{ Flush() error }); ok {
+				fw.Flush()
+			}
+		}
+		ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
+	}
+}
+
+// After connect, a peer that sends nothing (not even a ping) is closed
+// after the idle timeout.
+func TestAdvIdleTimeoutReclaims(t *testing.T) {
+	cfg := testConfig()
+	cfg.IdleTimeout = 300 * time.Millisecond
+	s := startServer(t, cfg)
+	p := connectOperator(t, s.url, adminToken)
+	p.waitClosed()
+}
+
+// A node answering a call after it was replaced by a newer connection is
+// refused, and the caller has UNAVAILABLE, never the stale result.
+func TestAdvResultFromReplacedConnection(t *testing.T) {
+	s := startServer(t, testConfig())
+	first := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, silentHandler)
+	op := connectOperator(t, s.url, adminToken)
+	ch := op.start(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1")})
+	req := <-first.requests
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, silentHandler)
+	f := op.await(ch)
+	wantError(t, f, protocol.CodeUnavailable, protocol.DomainNodeDisconnected)
+	wantRetry(t, f, false, true)
+	// The old socket may already be closed; if the frame gets through it is refused.
+	rch := first.start(protocol.MethodInvokeResult, protocol.InvokeResult{InvokeID: req.InvokeID, Result: json.RawMessage(`{"stale":1}`)})
+	select {
+	case r := <-rch:
+		wantError(t, r, protocol.CodeNotFound, "")
+	case <-first.closed:
+	}
+}
+
+// A node answering twice, or with both result and error, or for an
+// invokeId never sent, never reaches the caller twice.
+func TestAdvNodeResultAbuse(t *testing.T) {
+	s := startServer(t, testConfig())
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, silentHandler)
+	op := connectOperator(t, s.url, adminToken)
+	id := nodeIDOf("worker-1")
+
+	ch := op.start(mEcho, map[string]any{"nodeId": id})
+	req := <-n.requests
+	if f := n.call(protocol.MethodInvokeResult, protocol.InvokeResult{InvokeID: req.InvokeID, Result: json.RawMessage(`{"n":1}`)}); !f.OK {
+		t.Fatalf("first result: %s", f.raw)
+	}
+	wantError(t, n.call(protocol.MethodInvokeResult, protocol.InvokeResult{InvokeID: req.InvokeID, Result: json.RawMessage(`{"n":2}`)}),
+		protocol.CodeNotFound, "")
+	if f := op.await(ch); !f.OK || string(f.Payload) != `{"n":1}` {
+		t.Fatalf("caller: %s", f.raw)
+	}
+
+	ch = op.start(mEcho, map[string]any{"nodeId": id})
+	req = <-n.requests
+	wantError(t, n.call(protocol.MethodInvokeResult, map[string]any{"invokeId": req.InvokeID, "result": map[string]int{"x": 1},
+		"error": protocol.Errorf(protocol.CodeConflict, "both")}), protocol.CodeInvalidParams, "")
+	f := op.await(ch)
+	wantError(t, f, protocol.CodeInternal, "")
+	wantRetry(t, f, false, true)
+
+	// Non-string and huge invokeIds are refused without effect.
+	wantError(t, n.call(protocol.MethodInvokeResult, `{"invokeId":7,"result":{}}`), protocol.CodeInvalidParams, "")
+	wantError(t, n.call(protocol.MethodInvokeResult, map[string]any{"invokeId": strings.Repeat("i", 100000), "result": 1}), protocol.CodeNotFound, "")
+	// Case-variant and duplicate keys are refused.
+	ch = op.start(mEcho, map[string]any{"nodeId": id})
+	req = <-n.requests
+	wantError(t, n.call(protocol.MethodInvokeResult, `{"invokeId":"`+req.InvokeID+`","Result":{"x":1}}`), protocol.CodeInvalidParams, "")
+	f = op.await(ch)
+	wantError(t, f, protocol.CodeInternal, "")
+}
+
+// Node advertisements the controller must refuse at connect.
+func TestAdvNodeAdvertiseAbuse(t *testing.T) {
+	s := startServer(t, testConfig())
+	many := map[string]int{}
+	for i := 0; i <= protocol.MaxAdvertisedMethods; i++ {
+		many["node.fs.m"+strings.Repeat("x", i%50)+string(rune('a'+i%26))+strings.Repeat("y", i/26)] = 1
+	}
+	cases := map[string]*protocol.NodeAdvertise{
+		"version 0":         {Methods: map[string]int{mEcho: 0}},
+		"negative version":  {Methods: map[string]int{mEcho: -1}},
+		"method with space": {Methods: map[string]int{"node.fs read": 1}},
+		"too many methods":  {Methods: many},
+		"maxPayload 1023":   {Methods: map[string]int{}, MaxPayload: 1023},
+		"bad nodeId":        {Methods: map[string]int{}, NodeID: strings.Repeat("n", 300)},
+		"control in name":   {Methods: map[string]int{}, Name: "wor\x01ker-1"},
+	}
+	for name, adv := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := dialPeer(t, s.url)
+			f := p.call("connect", mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode,
+				Auth: protocol.ConnectAuth{Token: nodeToken}, Node: adv}))
+			wantError(t, f, protocol.CodeInvalidParams, "")
+		})
+	}
+	t.Run("another node's id", func(t *testing.T) {
+		p := dialPeer(t, s.url)
+		f := p.call("connect", mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode,
+			Auth: protocol.ConnectAuth{Token: nodeToken}, Node: &protocol.NodeAdvertise{Methods: map[string]int{}, NodeID: nodeIDOf("worker-2")}}))
+		wantError(t, f, protocol.CodeUnauthorized, protocol.DomainNodeIdentityMismatch)
+	})
+	t.Run("operator connect with node advertise", func(t *testing.T) {
+		p := dialPeer(t, s.url)
+		f := p.call("connect", mustJSON(t, protocol.ConnectParams{Role: protocol.RoleOperator,
+			Auth: protocol.ConnectAuth{Token: adminToken}, Node: &protocol.NodeAdvertise{Methods: map[string]int{}}}))
+		wantError(t, f, protocol.CodeInvalidParams, "")
+	})
+	t.Run("node asking for operator scopes", func(t *testing.T) {
+		p := dialPeer(t, s.url)
+		f := p.call("connect", mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode, Scopes: []string{protocol.ScopeAdmin},
+			Auth: protocol.ConnectAuth{Token: nodeToken}, Node: &protocol.NodeAdvertise{Methods: map[string]int{}}}))
+		wantError(t, f, protocol.CodeInvalidParams, "")
+	})
+	t.Run("huge client id", func(t *testing.T) {
+		p := dialPeer(t, s.url)
+		f := p.call("connect", mustJSON(t, protocol.ConnectParams{Role: protocol.RoleOperator,
+			Auth: protocol.ConnectAuth{Token: adminToken}, Client: protocol.ConnectClient{ID: strings.Repeat("c", 129)}}))
+		wantError(t, f, protocol.CodeInvalidParams, "")
+	})
+}
+
+// logSink collects every slog record as text.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Tokens and params carrying a canary never appear in a response or a
+// log line, whatever the failure.
+func TestAdvCanaryNeverEchoedOrLogged(t *testing.T) {
+	const canary = "CANARY-7f3a9e"
+	sink := &logSink{}
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := startServer(t, cfg)
+	var seen []string
+	record := func(f frame) { seen = append(seen, string(f.raw)) }
+
+	// Wrong tokens, both roles.
+	for _, role := range []string{protocol.RoleOperator, protocol.RoleNode} {
+		p := dialPeer(t, s.url)
+		params := protocol.ConnectParams{Role: role, Auth: protocol.ConnectAuth{Token: "tok-" + canary},
+			Client: protocol.ConnectClient{ID: "c-" + canary, Version: "v"}}
+		if role == protocol.RoleNode {
+			params.Node = &protocol.NodeAdvertise{Methods: map[string]int{}, Name: "n-" + canary}
+		}
+		record(p.call("connect", mustJSON(t, params)))
+	}
+	// Malformed connect params holding the canary in keys and values.
+	for _, params := range []string{
+		`{"role":"operator","auth":{"token":"` + canary + `","` + canary + `":1}}`,
+		`{"role":"` + canary + `","auth":{"token":"x"}}`,
+		`{"role":"operator","auth":{"token":["` + canary + `"]}}`,
+		`{"role":"operator","auth":{"token":"` + adminToken + `"},"scopes":["` + canary + `"]}`,
+		`{"role":"operator","auth":{"token":"x"},"` + canary + `":true}`,
+		`{"role":"operator","auth":{"token":"` + canary + `"},"auth":{"token":"y"}}`,
+	} {
+		record(dialPeer(t, s.url).call("connect", params))
+	}
+
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
+	op := connectOperator(t, s.url, adminToken)
+	id := nodeIDOf("worker-1")
+	record(op.call(mEcho, map[string]any{"nodeId": id, canary: 1}))
+	record(op.call(mEcho, `{"nodeId":"`+id+`","value":1,"value":"`+canary+`"}`))
+	record(op.call(mEcho, map[string]any{"nodeId": canary}))
+	record(op.call("node.invoke", map[string]any{"nodeId": id, "method": canary}))
+	record(op.call("node.invoke", map[string]any{"nodeId": id, "method": mEcho, "args": map[string]any{"nodeId": canary}}))
+	record(op.call(canary, nil))
+	record(op.call("node.describe", map[string]any{"nodeId": canary}))
+	record(n.call(protocol.MethodInvokeResult, map[string]any{"invokeId": canary, "result": canary}))
+	record(n.call(canary, nil))
+	// A malformed frame whose id is the canary.
+	op.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"`+canary+`","method":7}`))
+	record(op.next())
+	for _, s := range seen {
+		if strings.Contains(s, canary) && !strings.Contains(s, `"id":"`+canary+`"`) {
+			t.Errorf("response echoes the canary: %s", s)
+		}
+	}
+	s.Close()
+	if logs := sink.String(); strings.Contains(logs, canary) {
+		t.Fatalf("log holds the canary:\n%s", logs)
+	}
+}
