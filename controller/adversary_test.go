@@ -309,3 +309,54 @@ func TestAdvCanaryNeverEchoedOrLogged(t *testing.T) {
 		t.Fatalf("log holds the canary:\n%s", logs)
 	}
 }
+
+// A result that takes its call just as the caller's deadline fires is
+// the outcome (the node was told it was accepted): the caller gets it,
+// not TIMEOUT, and the node gets no cancel.
+func TestAdvResultRacingTheDeadline(t *testing.T) {
+	s := startServer(t, testConfig())
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
+	op := connectOperator(t, s.url, adminToken)
+	// Hold the result between taking the call and delivering it until
+	// past the 200 ms deadline of mSlow.
+	hook := func() { time.Sleep(400 * time.Millisecond) }
+	s.hookAfterTake.Store(&hook)
+	f := op.call(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": "late"})
+	if !f.OK || !bytes.Contains(f.Payload, []byte(`"value":"late"`)) {
+		t.Fatalf("caller: %s", f.raw)
+	}
+	s.hookAfterTake.Store(nil)
+	select {
+	case id := <-n.cancels:
+		t.Fatalf("cancel sent for an accepted result %q", id)
+	default:
+	}
+}
+
+// A node that never answers gets exactly one node.invoke.cancel, and the
+// caller one TIMEOUT.
+func TestAdvSilentNodeOneCancel(t *testing.T) {
+	s := startServer(t, testConfig())
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, silentHandler)
+	op := connectOperator(t, s.url, adminToken)
+	ch := op.start(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1")})
+	req := <-n.requests
+	wantError(t, op.await(ch), protocol.CodeTimeout, "")
+	if got := <-n.cancels; got != req.InvokeID {
+		t.Fatalf("cancel %q", got)
+	}
+	op.ws.Close() // a caller disconnect after the timeout cancels nothing more
+	// A later call round-trips, so every event of the first was delivered before it.
+	op2 := connectOperator(t, s.url, adminToken)
+	ch = op2.start(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1")})
+	req = <-n.requests
+	n.call(protocol.MethodInvokeResult, protocol.InvokeResult{InvokeID: req.InvokeID, Result: json.RawMessage(`{}`)})
+	if f := op2.await(ch); !f.OK {
+		t.Fatalf("%s", f.raw)
+	}
+	select {
+	case id := <-n.cancels:
+		t.Fatalf("second cancel %q", id)
+	default:
+	}
+}

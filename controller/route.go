@@ -159,32 +159,40 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 	}
 	timer := time.NewTimer(broker + spec.CallerSlack)
 	defer timer.Stop()
+	var o callOutcome
 	select {
-	case o := <-cl.result:
-		if o.err != nil {
-			c.respondErr(id, o.err)
-			return
-		}
-		if h := c.s.hookAfterResult.Load(); h != nil {
-			(*h)()
-		}
-		if spec.RecheckSession != nil && spec.RecheckSession(params) && !c.s.reg.stillServes(nodeID, node, gen) {
-			c.respondErr(id, protocol.DomainError(protocol.CodeConflict, protocol.DomainPrivateProofAckChanged,
-				"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
-			return
-		}
-		c.respondRaw(id, o.payload)
+	case o = <-cl.result:
 	case <-timer.C:
-		if node.takePending(cl.invokeID) != nil {
-			node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
+		if node.takePending(cl.invokeID) == nil {
+			// The node's result (or a disconnect) took the call just
+			// before the deadline; its outcome is on the way, and the node
+			// was told its result was accepted.
+			o = <-cl.result
+			break
 		}
+		node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
 		c.respondErr(id, uncertain(spec.Name, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")))
+		return
 	case <-c.ctx.Done():
 		// The caller disconnected: cancel the node's work.
 		if node.takePending(cl.invokeID) != nil {
 			node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
 		}
+		return
 	}
+	if o.err != nil {
+		c.respondErr(id, o.err)
+		return
+	}
+	if h := c.s.hookAfterResult.Load(); h != nil {
+		(*h)()
+	}
+	if spec.RecheckSession != nil && spec.RecheckSession(params) && !c.s.reg.stillServes(nodeID, node, gen) {
+		c.respondErr(id, protocol.DomainError(protocol.CodeConflict, protocol.DomainPrivateProofAckChanged,
+			"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
+		return
+	}
+	c.respondRaw(id, o.payload)
 }
 
 // handleInvokeResult takes a node's node.invoke.result. Only the
@@ -208,6 +216,9 @@ func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen in
 	if cl == nil {
 		c.respondErr(id, protocol.Errorf(protocol.CodeNotFound, "no invocation in flight has this invokeId on this connection"))
 		return
+	}
+	if h := c.s.hookAfterTake.Load(); h != nil {
+		(*h)()
 	}
 	if frameLen > c.peerMax {
 		cl.finish(callOutcome{err: uncertain(cl.method, protocol.DomainError(protocol.CodeInternal,

@@ -107,6 +107,9 @@ type Server struct {
 	// hookAfterResult, when set (tests only), runs after a node's result
 	// arrives and before the session recheck.
 	hookAfterResult atomic.Pointer[func()]
+	// hookAfterTake, when set (tests only), runs after a node's result has
+	// taken its call and before the outcome is delivered.
+	hookAfterTake atomic.Pointer[func()]
 }
 
 // New validates cfg and builds a Server (opening the durable store when
