@@ -5,8 +5,10 @@ package controller
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -358,5 +360,123 @@ func TestAdvSilentNodeOneCancel(t *testing.T) {
 	case id := <-n.cancels:
 		t.Fatalf("second cancel %q", id)
 	default:
+	}
+}
+
+// gatedListener wraps accepted connections so a test can stall the
+// controller's writes to one of them (a peer that stops reading).
+type gatedListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*gatedConn
+}
+
+type gatedConn struct {
+	net.Conn
+	mu   sync.Mutex
+	gate chan struct{} // nil: open; else Write waits until it is closed
+}
+
+func (l *gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	g := &gatedConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, g)
+	l.mu.Unlock()
+	return g, nil
+}
+
+func (l *gatedListener) conn(i int) *gatedConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[i]
+}
+
+func (g *gatedConn) block() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gatedConn) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gatedConn) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return g.Conn.Write(p)
+}
+
+// A pairing requester that stops reading must not stall the controller:
+// approving its pairing notifies it without holding the registry lock,
+// so other requests (node.list, routing, connects) go on.
+func TestAdvStalledPairingWaiterDoesNotStallRegistry(t *testing.T) {
+	s, err := New(pairingConfig("", &testClock{t: time.Now()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &gatedListener{Listener: raw}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s.Serve(context.Background(), ln)
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		<-served
+	})
+	url := "ws://" + raw.Addr().String() + "/ws"
+
+	w := connectOperator(t, url, pairToken) // accepted connection 0
+	t.Cleanup(ln.conn(0).open)              // runs before the server closes
+	req := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest,
+		protocol.PairRequestParams{Name: "stall-1", NodeType: "execution", Methods: defaultMethods()}))
+	ln.conn(0).block()
+	for i := 0; i < 400; i++ {
+		w.start(protocol.MethodPairList, nil)
+	}
+	full := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.conns {
+			if len(c.out) == cap(c.out) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !full(); i++ {
+		if i > 1000 {
+			t.Fatal("the stalled connection's queue never filled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	approver := connectOperator(t, url, pairToken)
+	approved := approver.start(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code})
+	time.Sleep(50 * time.Millisecond) // let the approval reach the notification
+	reader := connectOperator(t, url, readToken)
+	if f := reader.call("node.list", nil); !f.OK {
+		t.Fatalf("node.list while a pairing requester stalls: %s", f.raw)
+	}
+	ln.conn(0).open()
+	if f := approver.await(approved); !f.OK {
+		t.Fatalf("approve: %s", f.raw)
 	}
 }

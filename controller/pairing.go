@@ -305,41 +305,50 @@ func (r *registry) findPairingLocked(p protocol.PairDecisionParams) (*pairingRec
 
 // decide approves or rejects a pending pairing and notifies its requester.
 func (r *registry) decide(p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *protocol.Error) {
+	res, w, e := r.decideLocked(p, approve)
+	if w != nil {
+		// Outside the lock: a requester that stops reading blocks only this
+		// send (up to the write timeout), never the registry.
+		w.sendEvent(protocol.EventPairResolved, protocol.PairResolvedEvent{PairingID: res.PairingID, Status: res.Status, NodeID: res.NodeID})
+	}
+	return res, e
+}
+
+// decideLocked is decide under the registry lock; it returns the
+// requesting connection to notify, if any.
+func (r *registry) decideLocked(p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *conn, *protocol.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec, e := r.findPairingLocked(p)
 	if e != nil {
-		return protocol.PairDecisionResult{}, e
+		return protocol.PairDecisionResult{}, nil, e
 	}
 	want := protocol.PairStatusRejected
 	if approve {
 		want = protocol.PairStatusApproved
 	}
 	if rec.Status == want { // idempotent
-		return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, nil
+		return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, nil, nil
 	}
 	if rec.Status != protocol.PairStatusPending {
-		return protocol.PairDecisionResult{}, protocol.Errorf(protocol.CodeConflict, "this pairing was already decided")
+		return protocol.PairDecisionResult{}, nil, protocol.Errorf(protocol.CodeConflict, "this pairing was already decided")
 	}
 	next := *rec
 	next.Status = want
 	if approve {
 		if rec.Kind == protocol.PairKindNew {
 			if r.nameTakenLocked(rec.Name, "", rec.ID) {
-				return protocol.PairDecisionResult{}, nameTaken()
+				return protocol.PairDecisionResult{}, nil, nameTaken()
 			}
 			next.NodeID = "node-" + randomHex(16)
 		}
 		next.ExpiresAtMs = r.nowMs() + protocol.PairingTTL.Milliseconds()
 	}
 	if err := r.st.apply(op{bucketPairings, rec.ID, &next}); err != nil {
-		return protocol.PairDecisionResult{}, storeUnavailable(err, r)
+		return protocol.PairDecisionResult{}, nil, storeUnavailable(err, r)
 	}
 	*rec = next
-	if w := r.waiters[rec.ID]; w != nil {
-		w.sendEvent(protocol.EventPairResolved, protocol.PairResolvedEvent{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID})
-	}
-	return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, nil
+	return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, r.waiters[rec.ID], nil
 }
 
 func (r *registry) pairList() protocol.PairListResult {
