@@ -48,7 +48,7 @@ func runMain(m *testing.M) int {
 			"(host/moduleset/defaultset/set/manifest.json is missing): run ./build.sh first")
 		return 1
 	}
-	if tmpRoot, err = os.MkdirTemp("", "lemon-e2e-"); err != nil {
+	if tmpRoot, err = os.MkdirTemp("", "lemon-e2e-bin-"); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}

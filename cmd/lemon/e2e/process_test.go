@@ -139,7 +139,7 @@ func TestProcessThroughController(t *testing.T) {
 	}
 	leaks = append(leaks, findCanaries("controller output", []byte(c.ctl.output()), canaries)...)
 	leaks = append(leaks, findCanaries("the failed run's error", []byte(failed.stdout+failed.stderr), canaries)...)
-	fileLeaks, files := scanTree(t, m.state, canaries)
+	fileLeaks, files := scanTree(t, m.home, canaries) // state dir, cwd, policy
 	leaks = append(leaks, fileLeaks...)
 	for _, l := range leaks {
 		t.Errorf("%s", l)
@@ -148,7 +148,7 @@ func TestProcessThroughController(t *testing.T) {
 	if files == 0 || audits == 0 {
 		t.Errorf("searched %d files and %d audit lines: nothing to search", files, audits)
 	}
-	t.Logf("no canary in %d node log lines (%d audit events), %d controller log lines, %d files under the state directory",
+	t.Logf("no canary in %d node log lines (%d audit events), %d controller log lines, %d files under the node home (state directory included)",
 		lineCount(node.output())+lineCount(node2.output()), audits, lineCount(c.ctl.output()), files)
 }
 

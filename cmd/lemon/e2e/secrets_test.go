@@ -109,7 +109,7 @@ func TestSecretsThroughController(t *testing.T) {
 	if nameSeen == 0 {
 		t.Fatalf("the search did not even find the name in the payloads that carry it")
 	}
-	fileLeaks, files := scanTree(t, m.state, canaries)
+	fileLeaks, files := scanTree(t, m.home, canaries) // state dir, cwd, policy
 	leaks = append(leaks, fileLeaks...)
 	for _, l := range leaks {
 		t.Errorf("%s", l)
@@ -141,7 +141,7 @@ func TestSecretsThroughController(t *testing.T) {
 		t.Errorf("audit events:\n got  %q\n want %q", got, want)
 	}
 	audits := len(got)
-	t.Logf("no canary in %d node log lines (%d audit events), %d controller log lines, %d files under the state directory (vault file %d bytes)",
+	t.Logf("no canary in %d node log lines (%d audit events), %d controller log lines, %d files under the node home (state directory included) (vault file %d bytes)",
 		lineCount(node.output()), audits, lineCount(c.ctl.output()), files, fileState(t, vaultDB).size)
 }
 
