@@ -480,3 +480,42 @@ func TestAdvStalledPairingWaiterDoesNotStallRegistry(t *testing.T) {
 		t.Fatalf("approve: %s", f.raw)
 	}
 }
+
+// A peer with a node token that lets the answers to its pre-connect
+// frames pile up unread, then connects, must not stall the registry
+// (its hello-ok is queued under the registry lock): it is closed first.
+func TestAdvUnreadPreConnectAnswersDoNotStallRegistry(t *testing.T) {
+	s, err := New(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &gatedListener{Listener: raw}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s.Serve(context.Background(), ln)
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		<-served
+	})
+	url := "ws://" + raw.Addr().String() + "/ws"
+	p := dialPeer(t, url)
+	t.Cleanup(ln.conn(0).open)
+	ln.conn(0).block()
+	// One answer in the blocked writer plus a full queue (256), then connect.
+	for i := 0; i < 257; i++ {
+		p.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"x","method":"node.list"}`))
+	}
+	p.writeJSON(protocol.Request{Type: "req", ID: "c1", Method: "connect",
+		Params: mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode, Auth: protocol.ConnectAuth{Token: nodeToken},
+			Node: &protocol.NodeAdvertise{Methods: map[string]int{}}})})
+	time.Sleep(100 * time.Millisecond) // let the frames reach the controller
+	if f := connectOperator(t, url, readToken).call("node.list", nil); !f.OK {
+		t.Fatalf("node.list: %s", f.raw)
+	}
+}

@@ -21,6 +21,12 @@ import (
 // maxIDBytes bounds a request id and a method name.
 const maxIDBytes = 128
 
+// maxPreConnectQueued bounds the frames queued for a peer that has not
+// connected yet. One that lets more answers pile up unread is closed, so
+// the hello-ok a node's connect queues under the registry lock always
+// finds room in the write queue and never blocks the registry.
+const maxPreConnectQueued = 64
+
 // outFrame is one item of a connection's write queue: a text frame, or a
 // close frame (closeCode != 0) after which the writer closes the socket.
 type outFrame struct {
@@ -327,6 +333,10 @@ func (c *conn) handleFrame(data []byte) bool {
 		return true
 	}
 	if !c.connected {
+		if len(c.out) > maxPreConnectQueued {
+			c.closeWith(websocket.ClosePolicyViolation, "answers before connect are not being read")
+			return false
+		}
 		if req.Method != protocol.MethodConnect {
 			c.respondErr(id, protocol.Errorf(protocol.CodeHandshakeRequired, "the first request must be connect"))
 			return true
