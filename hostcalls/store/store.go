@@ -47,6 +47,10 @@ const (
 // path and is never sent to a peer.
 var ErrUnavailable = errors.New("store: unavailable")
 
+// ErrInUse means another process (a second worker or `lemon dev` on the
+// same state directory) holds the store's file lock.
+var ErrInUse = errors.New("the state directory is in use by another lemon process; stop it or pass another --state")
+
 // ErrInvalidName is returned for a namespace name outside
 // [A-Za-z0-9._-]{1,64}.
 var ErrInvalidName = errors.New("store: invalid namespace name")
@@ -89,6 +93,9 @@ func New(cfg Config) (*Store, error) {
 	_, statErr := os.Stat(cfg.Path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: cfg.LockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: open: %v", ErrUnavailable, err)
 	}

@@ -254,3 +254,16 @@ func TestTableDeclared(t *testing.T) {
 		}
 	}
 }
+
+func TestSecondOpenSaysInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := New(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = New(Config{Path: path, LockTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrInUse) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("second open: %v", err)
+	}
+}
