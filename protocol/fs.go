@@ -255,8 +255,18 @@ func (p *FSReadParams) Check() *Error {
 
 // ValidateFSWrite checks node.fs.write params as sent on the wire:
 // dataBase64 must be present, strict standard base64, and decode to at most
-// FSMaxWriteBytes.
+// FSMaxWriteBytes. Well-formed params take a fast path that checks the
+// base64 in place (validateFSWriteFast); it decides exactly as
+// validateFSWriteSlow, which everything else takes.
 func ValidateFSWrite(params json.RawMessage) *Error {
+	if e, ok := validateFSWriteFast(params); ok {
+		return e
+	}
+	return validateFSWriteSlow(params)
+}
+
+// validateFSWriteSlow is ValidateFSWrite through DecodeParams.
+func validateFSWriteSlow(params json.RawMessage) *Error {
 	var p FSWriteParams
 	if err := DecodeParams(params, &p); err != nil {
 		return err
