@@ -519,3 +519,76 @@ func TestAdvUnreadPreConnectAnswersDoNotStallRegistry(t *testing.T) {
 		t.Fatalf("node.list: %s", f.raw)
 	}
 }
+
+// Scope is checked before params: a read-only operator gets FORBIDDEN
+// for node.fs.read even with malformed params, directly and through
+// node.invoke; node.process.* is never routed by node.invoke; and
+// node.process.run reaches the node with timeoutMs + 5000 as its deadline.
+func TestAdvOperatorScopeAndProcessDeadline(t *testing.T) {
+	s := startServer(t, testConfig())
+	id := nodeIDOf("worker-1")
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{
+		"node.fs.read": 1, "node.process.run": 1, "node.process.get": 1}}, silentHandler)
+	reader := connectOperator(t, s.url, readToken)
+	wantError(t, reader.call("node.fs.read", map[string]any{"nodeId": id, "path": "a"}), protocol.CodeForbidden, "")
+	wantError(t, reader.call("node.fs.read", `{"bogus":1}`), protocol.CodeForbidden, "")
+	wantError(t, reader.call("node.invoke", map[string]any{"nodeId": id, "method": "node.fs.read", "args": map[string]any{"path": "a"}}),
+		protocol.CodeForbidden, "")
+	admin := connectOperator(t, s.url, adminToken)
+	for _, m := range []string{"node.process.run", "node.process.get", "node.process.cancel"} {
+		wantError(t, admin.call("node.invoke", map[string]any{"nodeId": id, "method": m}), protocol.CodeForbidden, protocol.DomainGenericInvokeRefused)
+	}
+	select {
+	case req := <-n.requests:
+		t.Fatalf("refused call reached the node: %s", req.Method)
+	default:
+	}
+	admin.start("node.process.run", map[string]any{"nodeId": id, "processId": "p1", "cwd": ".", "argv": []string{"true"},
+		"stdinBase64": "", "timeoutMs": 1000, "maxOutputBytes": 16})
+	if req := <-n.requests; req.Method != "node.process.run" || req.TimeoutMs != 6000 {
+		t.Fatalf("process.run reached the node with %s timeoutMs=%d", req.Method, req.TimeoutMs)
+	}
+	spec, _ := protocol.LookupMethod("node.process.run")
+	if spec.CallerSlack != time.Second {
+		t.Fatalf("caller slack %v", spec.CallerSlack)
+	}
+}
+
+// Many results arriving at once from one node (every invocation finishing
+// together) are all accepted: a result refused with RATE_LIMITED was lost
+// and its caller got TIMEOUT for work the node had done.
+func TestAdvResultBurstOverMaxInflight(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxInflight = 2
+	s := startServer(t, cfg)
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, silentHandler)
+	const calls = 6
+	ops := make([]*peer, calls) // one call per operator socket: each has 2 slots too
+	chans := make([]chan frame, calls)
+	reqs := make([]protocol.InvokeRequest, calls)
+	for i := range chans {
+		ops[i] = connectOperator(t, s.url, adminToken)
+		chans[i] = ops[i].start(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": i})
+		reqs[i] = <-n.requests
+	}
+	// Results are held after taking their call, so the first ones occupy
+	// every slot while the rest arrive.
+	release := make(chan struct{})
+	hook := func() { <-release }
+	s.hookAfterTake.Store(&hook)
+	acks := make([]chan frame, calls)
+	for i, r := range reqs {
+		acks[i] = n.start(protocol.MethodInvokeResult, protocol.InvokeResult{InvokeID: r.InvokeID, Result: json.RawMessage(`{"i":1}`)})
+	}
+	time.Sleep(50 * time.Millisecond) // let every result reach the controller
+	close(release)
+	for i := range acks {
+		if f := n.await(acks[i]); !f.OK {
+			t.Fatalf("result %d refused: %s", i, f.raw)
+		}
+		if f := ops[i].await(chans[i]); !f.OK {
+			t.Fatalf("caller %d: %s", i, f.raw)
+		}
+	}
+	s.hookAfterTake.Store(nil)
+}

@@ -209,7 +209,7 @@ func (c *conn) respond(id string, payload any) bool {
 // respondRaw answers with a raw payload, refusing one that would make the
 // frame exceed the controller's maxPayload.
 func (c *conn) respondRaw(id string, payload json.RawMessage) bool {
-	b, err := json.Marshal(protocol.OKResponse(id, payload))
+	b, err := protocol.AppendOKResponse(nil, id, payload)
 	if err != nil {
 		return c.respondErr(id, protocol.Errorf(protocol.CodeInternal, "internal error"))
 	}
@@ -237,9 +237,16 @@ func (c *conn) sendEventMax(name string, payload any, max int) (queued, fits boo
 	if err != nil {
 		return false, true
 	}
+	return c.sendEventRaw(name, p, max)
+}
+
+// sendEventRaw is sendEventMax for a payload already encoded as valid JSON
+// (built by this program or checked on arrival): its bytes are appended to
+// the frame, not encoded again.
+func (c *conn) sendEventRaw(name string, p json.RawMessage, max int) (queued, fits bool) {
 	c.eventMu.Lock()
 	defer c.eventMu.Unlock()
-	b, err := json.Marshal(protocol.Event{Type: protocol.FrameEvent, Event: name, Seq: c.seq + 1, Payload: p})
+	b, err := protocol.AppendEvent(nil, name, c.seq+1, p)
 	if err != nil {
 		return false, true
 	}
@@ -303,8 +310,14 @@ func (c *conn) handleFrame(data []byte) bool {
 		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame is not valid UTF-8 text"))
 		return true
 	}
+	// The frame is valid JSON text (checked above), so it is split rather
+	// than decoded: params, up to maxPayload bytes, is not scanned again.
+	ms, err := protocol.SplitObject(data)
 	var req protocol.Request
-	if err := json.Unmarshal(data, &req); err != nil {
+	if err == nil {
+		req, err = protocol.DecodeRequest(ms)
+	}
+	if err != nil {
 		c.respondErr(protocol.UnknownID, protocol.Errorf(protocol.CodeInvalidRequest, "frame could not be parsed"))
 		return true
 	}
@@ -352,12 +365,23 @@ func (c *conn) handleFrame(data []byte) bool {
 			"operator request rate exceeded").WithRetry(true, false))
 		return true
 	}
-	select {
-	case c.inflight <- struct{}{}:
-	default:
-		c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainTooManyInflight,
-			"too many requests in flight on this connection").WithRetry(true, false))
-		return true
+	if c.role == protocol.RoleNode {
+		// A node's results are never refused (the caller would wait for its
+		// deadline and get TIMEOUT for work that was done): when every slot
+		// is taken, the node's socket is not read further until one frees.
+		select {
+		case c.inflight <- struct{}{}:
+		case <-c.done:
+			return false
+		}
+	} else {
+		select {
+		case c.inflight <- struct{}{}:
+		default:
+			c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainTooManyInflight,
+				"too many requests in flight on this connection").WithRetry(true, false))
+			return true
+		}
 	}
 	go func() {
 		defer func() { <-c.inflight }()
