@@ -231,3 +231,52 @@ func TestAdvWorkerFloodAtCapacity(t *testing.T) {
 		t.Fatal("slow call never answered")
 	}
 }
+
+// mPanicValidate is registered only in this package's tests: its
+// validator panics, as a bug in any validator would.
+const mPanicValidate = "node.fs.zztest.panicvalidate"
+
+func init() {
+	protocol.RegisterMethod(protocol.MethodSpec{Name: mPanicValidate, Version: 1,
+		Validate: func(json.RawMessage) *protocol.Error { panic("validator bug with " + canary) }})
+}
+
+// A validator that panics on the controller's args answers INTERNAL_ERROR
+// instead of ending the node process, and the panic value is not logged.
+func TestAdvWorkerValidatorPanic(t *testing.T) {
+	f := newFake()
+	f.methods[mPanicValidate] = 1
+	var e *evilController
+	e = newEvil(t, func(ws *websocket.Conn, _ protocol.Request) {
+		ws.WriteMessage(websocket.TextMessage, helloFrame("n1"))
+		ws.WriteMessage(websocket.TextMessage, event(t, protocol.EventInvokeRequest, 1, protocol.InvokeRequest{
+			InvokeID: "p1", NodeID: "n1", Method: mPanicValidate, Args: json.RawMessage(`{}`), TimeoutMs: 5000}))
+		ws.WriteMessage(websocket.TextMessage, event(t, protocol.EventInvokeRequest, 2, protocol.InvokeRequest{
+			InvokeID: "f1", NodeID: "n1", Method: "fast", Args: json.RawMessage(`{}`), TimeoutMs: 5000}))
+		e.serveResults(ws)
+	})
+	var mu sync.Mutex
+	var logs strings.Builder
+	startWorker(t, worker.Config{ControllerURL: e.url(), Dispatcher: f,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	got := map[string]protocol.InvokeResult{}
+	for len(got) < 2 {
+		select {
+		case r := <-e.results:
+			got[r.InvokeID] = r
+		case <-ctxT(t).Done():
+			t.Fatalf("results: %+v", got)
+		}
+	}
+	if r := got["p1"]; r.Error == nil || r.Error.Code != protocol.CodeInternal {
+		t.Fatalf("panicking validator: %+v", r)
+	}
+	if r := got["f1"]; r.Error != nil {
+		t.Fatalf("fast after the panic: %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), canary) {
+		t.Fatalf("panic value logged:\n%s", logs.String())
+	}
+}

@@ -139,11 +139,8 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 	if _, ok := s.disp.Methods()[req.Method]; !ok {
 		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
 	}
-	if spec, ok := protocol.LookupMethod(req.Method); ok && spec.Validate != nil {
-		if perr := spec.Validate(req.Args); perr != nil {
-			return nil, perr
-		}
-	}
+	// This goroutine has no other recover: a panic in the validator or the
+	// dispatcher would end the whole node process.
 	defer func() {
 		if r := recover(); r != nil {
 			// No stack or panic value: either may hold request content.
@@ -151,6 +148,11 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 			payload, perr = nil, protocol.Errorf(protocol.CodeInternal, "internal error")
 		}
 	}()
+	if spec, ok := protocol.LookupMethod(req.Method); ok && spec.Validate != nil {
+		if perr := spec.Validate(req.Args); perr != nil {
+			return nil, perr
+		}
+	}
 	payload, perr = s.disp.Invoke(ctx, req)
 	if perr == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && payload == nil {
 		perr = protocol.Errorf(protocol.CodeTimeout, "deadline exceeded on the node")
