@@ -592,3 +592,32 @@ func TestAdvResultBurstOverMaxInflight(t *testing.T) {
 	}
 	s.hookAfterTake.Store(nil)
 }
+
+// mPanic is a test method whose validator panics, as a bug in any
+// validator would.
+const mPanic = "node.fs.zztest.panic"
+
+func init() {
+	protocol.RegisterMethod(protocol.MethodSpec{Name: mPanic, Version: 1,
+		Validate: func(json.RawMessage) *protocol.Error { panic("validator bug CANARY-77aa") }})
+}
+
+// A panic while serving one request answers INTERNAL_ERROR and leaves
+// the controller (and that connection) serving; nothing of it is logged
+// but the method name.
+func TestAdvHandlerPanicIsContained(t *testing.T) {
+	sink := &logSink{}
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := startServer(t, cfg)
+	op := connectOperator(t, s.url, adminToken)
+	f := op.call(mPanic, map[string]any{"nodeId": nodeIDOf("worker-1")})
+	wantError(t, f, protocol.CodeInternal, "")
+	if f := op.call("node.list", nil); !f.OK {
+		t.Fatalf("after the panic: %s", f.raw)
+	}
+	logs := sink.String()
+	if strings.Contains(logs, "CANARY") || !strings.Contains(logs, mPanic) {
+		t.Fatalf("log:\n%s", logs)
+	}
+}

@@ -385,6 +385,15 @@ func (c *conn) handleFrame(data []byte) bool {
 	}
 	go func() {
 		defer func() { <-c.inflight }()
+		// As net/http does for its handlers: a bug met by one request
+		// must not end the controller for every node and operator. No
+		// panic value or stack is logged: either may hold request content.
+		defer func() {
+			if r := recover(); r != nil {
+				c.s.log.Error("request handler panicked", "conn", c.id, "method", logMethod(req.Method))
+				c.respondErr(id, protocol.Errorf(protocol.CodeInternal, "internal error"))
+			}
+		}()
 		if c.role == protocol.RoleNode {
 			c.handleNodeRequest(id, req.Method, req.Params, len(data))
 		} else {
@@ -475,4 +484,16 @@ func (c *conn) teardown() {
 		c.s.reg.detach(c.node, c)
 		c.s.log.Info("node disconnected", "conn", c.id, "node", c.node.rec.ID)
 	}
+}
+
+// logMethod is a method name fit for a log line: a registered or
+// controller method as is, anything else (request content) as "other".
+func logMethod(m string) string {
+	if _, ok := protocol.LookupMethod(m); ok {
+		return m
+	}
+	if _, ok := controllerMethods[m]; ok || nodeOnlyMethods[m] {
+		return m
+	}
+	return "other"
 }
