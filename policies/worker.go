@@ -25,7 +25,7 @@ const (
 //	capabilities = ["hostinfo", "read", "write"]      # the node's ceiling; "all" or omitted = every capability
 //	allowed_commands = ["git", "/usr/bin/make"]       # omitted or "all" = unrestricted; [] = no commands
 //	blocked_commands = ["rm"]
-//	state_dir = "/var/lib/lemon-node"
+//	state_dir = "/var/lib/lemon-node"            # default ~/.lemon/nodes/state/NAME
 //
 //	[limits]
 //	max_active_processes = 8      # at most 16
@@ -348,7 +348,7 @@ func (w *Worker) String() string {
 	fmt.Fprintf(&b, "capabilities = %s\n", list(w.Ceiling()))
 	fmt.Fprintf(&b, "allowed_commands = %s\n", set(w.AllowedCommands))
 	fmt.Fprintf(&b, "blocked_commands = %s\n", list(w.BlockedCommands))
-	fmt.Fprintf(&b, "state_dir = %s\n", q(orDefault(w.StateDir, "(~/.lemon/node)")))
+	fmt.Fprintf(&b, "state_dir = %s\n", q(orDefault(w.StateDir, "(~/.lemon/nodes/state/NAME)")))
 	fmt.Fprintf(&b, "\n[limits]\nmax_active_processes = %d\nmax_retained_receipts = %d\noutput_cache_entries = %d\n",
 		def(w.Limits.MaxActiveProcesses, SpecMaxActiveProcesses), def(w.Limits.MaxRetainedReceipts, SpecMaxRetainedReceipts),
 		def(w.Limits.OutputCacheEntries, SpecMaxOutputCache))

@@ -35,49 +35,49 @@ const fsUsage = `usage: lemon fs [--controller URL] COMMAND NODE ARGS...
   put  NODE LOCAL REMOTE [--overwrite] [--mkdirs]
                                          upload a file of any size in chunks
 
-NODE is a nodeId or a node name. The operator token comes from LEMON_OPERATOR_TOKEN.
+NODE is a nodeId or a node name. The operator token comes from LEMON_OPERATOR_TOKEN, else
+LEMON_CONTROL_PLANE_OPERATOR_TOKEN; the controller from --controller, else $LEMON_CONTROLLER,
+else ws://127.0.0.1:7777/ws. Flags may come anywhere on the line.
 `
 
 // fsCallTimeout bounds one request; the node's own deadline is 25 s.
 const fsCallTimeout = 60 * time.Second
 
 func runFS(args []string) int {
+	// Flags may stand anywhere: before the command, between or after the
+	// positional arguments.
 	fl := flag.NewFlagSet("fs", flag.ContinueOnError)
-	controller := fl.String("controller", "ws://127.0.0.1:7777/ws", "controller /ws URL")
 	fl.Usage = func() { fmt.Fprint(os.Stderr, fsUsage) }
-	if err := fl.Parse(args); err != nil {
+	session := operatorFlags(fl, os.Getenv)
+	all := fl.Bool("all", false, "ls: include dot names")
+	overwrite := fl.Bool("overwrite", false, "mv, put: replace an existing destination")
+	mkdirs := fl.Bool("mkdirs", false, "put: create missing parent directories")
+	recursive := fl.Bool("r", false, "rm: delete a nonempty directory tree")
+	yes := fl.Bool("yes", false, "rm: do not ask for confirmation")
+	rest, err := parseInterleaved(fl, args)
+	if err != nil {
 		return 2
 	}
-	rest := fl.Args()
 	if len(rest) < 2 {
 		fl.Usage()
 		return 2
 	}
-	cmd, rest := rest[0], rest[1:]
-	sub := flag.NewFlagSet("fs "+cmd, flag.ContinueOnError)
-	sub.Usage = func() { fmt.Fprint(os.Stderr, fsUsage) }
-	all := sub.Bool("all", false, "ls: include dot names")
-	overwrite := sub.Bool("overwrite", false, "mv, put: replace an existing destination")
-	mkdirs := sub.Bool("mkdirs", false, "put: create missing parent directories")
-	recursive := sub.Bool("r", false, "rm: delete a nonempty directory tree")
-	yes := sub.Bool("yes", false, "rm: do not ask for confirmation")
-	pos, err := parseInterleaved(sub, rest)
-	if err != nil {
-		return 2
-	}
+	cmd, pos := rest[0], rest[1:]
 	need := map[string]int{"ls": 2, "stat": 2, "mv": 3, "rm": 2, "get": 3, "put": 3}
 	n, ok := need[cmd]
 	if !ok || len(pos) < n || (cmd == "mv" || cmd == "get" || cmd == "put") && len(pos) != n {
 		fmt.Fprint(os.Stderr, fsUsage)
 		return 2
 	}
-	token := os.Getenv("LEMON_OPERATOR_TOKEN")
-	if token == "" {
-		fmt.Fprintln(os.Stderr, "lemon fs: set LEMON_OPERATOR_TOKEN")
+	op, err := session()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lemon fs:", err)
 		return 2
 	}
+	controller := &op.url
+	token := op.token
 	ctx := context.Background()
-	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, ClientID: "lemon-fs"})
+	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)
 		return 1
@@ -95,6 +95,10 @@ func runFS(args []string) int {
 	case "mv":
 		err = c.mv(ctx, pos[1], pos[2], *overwrite)
 	case "rm":
+		if !*yes && !interactive(os.Stdin) {
+			err = errors.New("refusing to delete without confirmation: stdin is not a terminal (pass --yes)")
+			break
+		}
 		err = c.rm(ctx, os.Stdin, os.Stderr, pos[1:], *recursive, *yes)
 	case "get":
 		err = c.get(ctx, pos[1], pos[2], progressTo(os.Stderr))
@@ -432,6 +436,10 @@ func (c *fsClient) put(ctx context.Context, local, remote string, overwrite, mkd
 			"offset": off, "truncate": true, "mkdirs": mkdirs && off == 0, "expectedModifiedAtMs": rev}
 		var r protocol.FSWriteResult
 		if err := c.call(ctx, "node.fs.write", params, &r); err != nil {
+			var pe *protocol.Error
+			if off == 0 && !overwrite && errors.As(err, &pe) && pe.DomainCode() == protocol.DomainRevisionConflict {
+				return errors.New("the remote file exists; pass --overwrite to replace it")
+			}
 			return err
 		}
 		rev, path = r.MtimeMs, r.Path
@@ -499,4 +507,11 @@ func (p *progress) done() {
 	defer p.mu.Unlock()
 	p.draw()
 	fmt.Fprintln(p.w)
+}
+
+// interactive reports whether f is a terminal, so a confirmation can be
+// asked.
+func interactive(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

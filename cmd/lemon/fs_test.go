@@ -142,8 +142,8 @@ func TestFSPutRefusesToReplaceWithoutOverwrite(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	os.WriteFile(src, []byte("new"), 0o644)
 	err := c.put(context.Background(), src, "keep", false, false, nil)
-	if pe, ok := err.(*protocol.Error); !ok || pe.DomainCode() != protocol.DomainRevisionConflict {
-		t.Fatalf("got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("got %v, want a hint to pass --overwrite", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "keep")); string(b) != "original" {
 		t.Error("file replaced")

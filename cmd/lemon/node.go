@@ -261,8 +261,8 @@ func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, l
 			OperatorToken: o.operatorToken, Name: o.name, Methods: methods, Store: store,
 			Repair: o.repair, NodeID: o.nodeID, Logger: log,
 			OnCode: func(code string, exp time.Time) {
-				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it on the controller with: lemon nodes approve %s\n",
-					code, exp.Local().Format(time.TimeOnly), code)
+				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it with: lemon nodes --controller %s approve %s\n",
+					code, exp.Local().Format(time.TimeOnly), o.controller, code)
 			},
 		}
 		if !o.repair {

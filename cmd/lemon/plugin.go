@@ -99,11 +99,16 @@ func pluginConformance(args []string) int {
 	}
 	fs := flag.NewFlagSet("plugin conformance", flag.ContinueOnError)
 	casesDir := fs.String("cases", "", "directory of case files (default: the embedded cases of the module's family)")
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(os.Stderr, pluginUsage)
 		return 2
 	}
 	ctx := context.Background()
-	wasm, err := os.ReadFile(args[0])
+	wasm, err := os.ReadFile(pos[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon plugin conformance:", err)
 		return 1
@@ -115,7 +120,9 @@ func pluginConformance(args []string) int {
 	}
 	var files []conformance.File
 	if *casesDir != "" {
-		files, err = conformance.LoadDir(*casesDir)
+		if files, err = conformance.LoadDir(*casesDir); err == nil && len(files) == 0 {
+			err = fmt.Errorf("no *.json case files in %s", *casesDir)
+		}
 	} else if fsys := plugins.Conformance(man.Family); fsys != nil {
 		files, err = conformance.LoadFS(fsys)
 	} else {
