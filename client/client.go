@@ -31,6 +31,20 @@ const Version = "0.1.0"
 // it (type, id, event name, seq) is a few dozen bytes more.
 const EnvelopeSlack = 64 << 10
 
+// MaxReadLimit caps the read limit Dial derives from the controller's
+// maxPayload, in bytes: the largest maxPayload a controller policy allows
+// (64 MiB) plus EnvelopeSlack. A hello-ok advertising more (or a value
+// that would overflow) cannot make this side read unbounded frames.
+const MaxReadLimit = 64<<20 + EnvelopeSlack
+
+// readLimitFor is the read limit for a controller maxPayload in bytes.
+func readLimitFor(maxPayload int) int64 {
+	if maxPayload <= 0 || int64(maxPayload) > MaxReadLimit-EnvelopeSlack {
+		return MaxReadLimit
+	}
+	return int64(maxPayload) + EnvelopeSlack
+}
+
 // Options configure Dial. Only Token is required.
 type Options struct {
 	// Role is protocol.RoleOperator (default) or protocol.RoleNode.
@@ -50,7 +64,8 @@ type Options struct {
 	// goroutine. It must return quickly (start a goroutine for real work).
 	OnEvent func(protocol.Event)
 	// ReadLimit is the largest frame accepted from the controller, in
-	// bytes. 0 means the controller's maxPayload plus EnvelopeSlack.
+	// bytes. 0 means the controller's maxPayload plus EnvelopeSlack, at
+	// most MaxReadLimit.
 	ReadLimit int64
 	// Dialer defaults to a websocket.Dialer with a 10 s handshake timeout.
 	Dialer *websocket.Dialer
@@ -164,7 +179,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	c.nextID.Store(1) // "r1" was connect
 	limit := opts.ReadLimit
 	if limit <= 0 {
-		limit = int64(c.MaxPayload()) + EnvelopeSlack
+		limit = readLimitFor(c.MaxPayload())
 	}
 	ws.SetReadLimit(limit)
 	if opts.IdleTimeout > 0 {
