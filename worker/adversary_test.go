@@ -5,9 +5,11 @@ package worker_test
 // it reads, and must never log its token or request content.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"lemon/client"
+	"lemon/controller"
 	"lemon/protocol"
 	"lemon/worker"
 )
@@ -278,5 +282,129 @@ func TestAdvWorkerValidatorPanic(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Contains(logs.String(), canary) {
 		t.Fatalf("panic value logged:\n%s", logs.String())
+	}
+}
+
+// canaryDispatcher serves node.fs.read: path "slow" waits for its
+// context, "panic" panics with the args, anything else fails NOT_FOUND.
+type canaryDispatcher struct{}
+
+func (canaryDispatcher) Methods() map[string]int { return map[string]int{"node.fs.read": 1} }
+
+func (canaryDispatcher) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.RawMessage, *protocol.Error) {
+	var p protocol.FSReadParams
+	json.Unmarshal(req.Args, &p)
+	switch {
+	case strings.HasSuffix(p.Path, "slow"):
+		<-ctx.Done()
+		return nil, protocol.Errorf(protocol.CodeTimeout, "cancelled")
+	case strings.HasSuffix(p.Path, "panic"):
+		panic(string(req.Args))
+	}
+	return nil, protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, "no such file")
+}
+
+// End to end through the real controller: tokens and params carrying a
+// canary never appear in a log line of either side or in any error the
+// operator client returns.
+func TestAdvCanaryThroughControllerAndWorker(t *testing.T) {
+	var cmu, wmu sync.Mutex
+	var clog, wlog strings.Builder
+	opToken, ndToken := "op-"+canary+"-tok", "node-"+canary+"-tok"
+	srv, err := controller.New(controller.Config{
+		Operators:  []controller.OperatorCredential{{Name: "admin", TokenHash: controller.HashToken(opToken), Scopes: []string{protocol.ScopeAdmin}}},
+		NodeTokens: []controller.NodeCredential{{Name: "w1", TokenHash: controller.HashToken(ndToken)}},
+		Logger:     slog.New(slog.NewTextHandler(lockedWriter{&cmu, &clog}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(context.Background(), ln) }()
+	defer func() { srv.Close(); <-served }()
+	url := "ws://" + ln.Addr().String() + "/ws"
+	wlogger := slog.New(slog.NewTextHandler(lockedWriter{&wmu, &wlog}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	// A worker with a wrong token stops with a fatal error.
+	bad, _ := worker.New(worker.Config{ControllerURL: url, Token: "wrong-" + canary, Name: "w1", Dispatcher: canaryDispatcher{}, Logger: wlogger})
+	var errs []string
+	if err := bad.Run(ctxT(t)); err == nil {
+		t.Fatal("wrong token accepted")
+	} else {
+		errs = append(errs, err.Error())
+	}
+	startWorker(t, worker.Config{ControllerURL: url, Token: ndToken, Name: "w1", Dispatcher: canaryDispatcher{}, Logger: wlogger})
+
+	if _, err := client.Dial(ctxT(t), url, client.Options{Token: "bad-" + canary}); err == nil {
+		t.Fatal("wrong operator token accepted")
+	} else {
+		errs = append(errs, err.Error())
+	}
+	if _, err := client.Dial(ctxT(t), "ws://user:"+canary+"@127.0.0.1:1/ws?token="+canary, client.Options{Token: opToken}); err == nil {
+		t.Fatal("dial to a closed port")
+	} else {
+		errs = append(errs, err.Error())
+	}
+	op, err := client.Dial(ctxT(t), url, client.Options{Token: opToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	var list protocol.NodeListResult
+	for i := 0; ; i++ {
+		raw, perr := op.Call(ctxT(t), "node.list", nil)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		json.Unmarshal(raw, &list)
+		if len(list.Nodes) == 1 && list.Nodes[0].Online {
+			break
+		}
+		if i > 500 {
+			t.Fatal("worker never came online")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id := list.Nodes[0].NodeID
+	short, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	for _, c := range []struct {
+		ctx    context.Context
+		params any
+	}{
+		{ctxT(t), map[string]any{"nodeId": id, "path": canary + "/file"}},
+		{ctxT(t), map[string]any{"nodeId": id, "path": canary + "/panic"}},
+		{ctxT(t), map[string]any{"nodeId": id, "path": canary, "x": canary}},
+		{ctxT(t), map[string]any{"nodeId": id, "path": canary, "length": canary}},
+		{ctxT(t), map[string]any{"nodeId": canary, "path": canary}},
+		{short, map[string]any{"nodeId": id, "path": canary + "/slow"}},
+	} {
+		if _, perr := op.Call(c.ctx, "node.fs.read", c.params); perr == nil {
+			t.Fatalf("%v succeeded", c.params)
+		} else {
+			b, _ := json.Marshal(perr)
+			errs = append(errs, string(b))
+		}
+	}
+	op.Close()
+	for _, e := range errs {
+		if strings.Contains(e, canary) {
+			t.Errorf("error holds the canary: %s", e)
+		}
+	}
+	srv.Close()
+	cmu.Lock()
+	defer cmu.Unlock()
+	wmu.Lock()
+	defer wmu.Unlock()
+	if strings.Contains(clog.String(), canary) {
+		t.Errorf("controller log holds the canary:\n%s", clog.String())
+	}
+	if strings.Contains(wlog.String(), canary) {
+		t.Errorf("worker log holds the canary:\n%s", wlog.String())
 	}
 }
