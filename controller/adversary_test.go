@@ -621,3 +621,39 @@ func TestAdvHandlerPanicIsContained(t *testing.T) {
 		t.Fatalf("log:\n%s", logs)
 	}
 }
+
+// Request ids: 128 bytes are echoed, 129 are refused under id unknown;
+// numbers, null and nested JSON are not objects; two operators using the
+// same id at once each get their own answer.
+func TestAdvRequestIDBoundsAndCollisions(t *testing.T) {
+	s := startServer(t, testConfig())
+	p := connectOperator(t, s.url, adminToken)
+	id128 := strings.Repeat("é", 64) // 128 bytes of UTF-8
+	p.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"`+id128+`","method":"node.list"}`))
+	if f := p.next(); !f.OK || f.ID != id128 {
+		t.Fatalf("128-byte id: %s", f.raw)
+	}
+	p.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"`+id128+`x","method":"node.list"}`))
+	if f := p.next(); f.OK || f.ID != protocol.UnknownID {
+		t.Fatalf("129-byte id: %s", f.raw)
+	}
+	for _, raw := range []string{`123`, `null`, `true`, ` {"type":"req","id":{"a":1},"method":"node.list"}`, `{"type":"req","id":null,"method":"node.list"}`} {
+		p.writeRaw(websocket.TextMessage, []byte(raw))
+		if f := p.next(); f.OK || f.ID != protocol.UnknownID || f.Error.Code != protocol.CodeInvalidRequest {
+			t.Fatalf("%s: %s", raw, f.raw)
+		}
+	}
+
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
+	a := connectOperator(t, s.url, adminToken)
+	b := connectOperator(t, s.url, adminToken)
+	id := nodeIDOf("worker-1")
+	for i := 0; i < 20; i++ {
+		a.writeJSON(protocol.Request{Type: "req", ID: "same", Method: mEcho, Params: mustJSON(t, map[string]any{"nodeId": id, "value": "A"})})
+		b.writeJSON(protocol.Request{Type: "req", ID: "same", Method: mEcho, Params: mustJSON(t, map[string]any{"nodeId": id, "value": "B"})})
+		fa, fb := a.next(), b.next()
+		if !bytes.Contains(fa.Payload, []byte(`"A"`)) || !bytes.Contains(fb.Payload, []byte(`"B"`)) {
+			t.Fatalf("crossed answers: %s / %s", fa.raw, fb.raw)
+		}
+	}
+}
