@@ -657,3 +657,30 @@ func TestAdvRequestIDBoundsAndCollisions(t *testing.T) {
 		}
 	}
 }
+
+// A node's error message and field reach the caller only when printable:
+// a compromised node must not write escape sequences to an operator's
+// terminal through `lemon call`.
+func TestAdvNodeErrorControlCharacters(t *testing.T) {
+	s := startServer(t, testConfig())
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, func(req protocol.InvokeRequest) (any, *protocol.Error, bool) {
+		var p echoParams
+		json.Unmarshal(req.Args, &p)
+		var msg string
+		json.Unmarshal(p.Value, &msg)
+		return nil, &protocol.Error{Code: protocol.CodeNotFound, Message: msg,
+			Details: &protocol.ErrorDetails{Code: "not_found", Field: msg}}, true
+	})
+	op := connectOperator(t, s.url, adminToken)
+	for _, msg := range []string{"\x1b]52;c;ZXZpbA==\x07", "line\nbreak", "c1\u009bcontrol", "del\x7f"} {
+		f := op.call(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": msg})
+		wantError(t, f, protocol.CodeNotFound, "not_found")
+		if f.Error.Message != "the node reported an error" || f.Error.Details.Field != "" {
+			t.Fatalf("%q passed through: %s", msg, f.raw)
+		}
+	}
+	f := op.call(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": "no such file — é"})
+	if f.Error.Message != "no such file — é" {
+		t.Fatalf("printable message altered: %s", f.raw)
+	}
+}

@@ -110,15 +110,15 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 			return
 		}
 	}
-	var target struct {
-		NodeID json.RawMessage `json:"nodeId"`
-	}
-	if err := json.Unmarshal(params, &target); err != nil {
+	// params are valid JSON (a part of a checked frame, or built from
+	// one): nodeId is found by splitting, as encoding/json would read it.
+	ms, err := protocol.SplitObject(params)
+	if err != nil {
 		c.respondErr(id, protocol.InvalidParams("", "params must be a JSON object"))
 		return
 	}
 	var nodeID string
-	if len(target.NodeID) > 0 && json.Unmarshal(target.NodeID, &nodeID) != nil {
+	if raw, ok := protocol.LookupMember(ms, "nodeId"); ok && json.Unmarshal(raw, &nodeID) != nil {
 		c.respondErr(id, protocol.InvalidParams("nodeId", "nodeId must be a string"))
 		return
 	}
@@ -137,17 +137,22 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 		c.respondErr(id, notDispatched())
 		return
 	}
-	ev := protocol.InvokeRequest{
+	ev, err := protocol.AppendInvokeRequest(nil, &protocol.InvokeRequest{
 		InvokeID:          cl.invokeID,
 		NodeID:            nodeID,
 		Method:            spec.Name,
 		Args:              params,
 		TimeoutMs:         broker.Milliseconds(),
 		SessionGeneration: gen,
+	})
+	if err != nil { // not reached: params are valid JSON
+		node.takePending(cl.invokeID)
+		c.respondErr(id, notDispatched())
+		return
 	}
 	// The node accepts frames up to the maxPayload it advertised; a larger
 	// one would cost it its connection and every other call on it.
-	if queued, fits := node.sendEventMax(protocol.EventInvokeRequest, ev, node.peerMax); !queued {
+	if queued, fits := node.sendEventRaw(protocol.EventInvokeRequest, ev, node.peerMax); !queued {
 		node.takePending(cl.invokeID)
 		if !fits {
 			c.respondErr(id, protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainPayloadTooLarge,
@@ -198,8 +203,8 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 // handleInvokeResult takes a node's node.invoke.result. Only the
 // connection the call was pinned to can answer it.
 func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen int) {
-	var p protocol.InvokeResult
-	if e := protocol.DecodeParams(params, &p); e != nil {
+	p, e := protocol.DecodeInvokeResult(params)
+	if e != nil {
 		// Still fail the call if its id is readable, so the caller is not left waiting.
 		var idOnly struct {
 			InvokeID string `json:"invokeId"`
@@ -249,14 +254,15 @@ var protocolCodes = map[string]bool{
 }
 
 // sanitizeNodeError bounds what a node's error may carry to the caller:
-// a known protocol code, a short UTF-8 message, a domain code of
+// a known protocol code, a short printable UTF-8 message (no control
+// characters: an operator's terminal prints it), a domain code of
 // [a-z0-9_], a field name, and the retry classification.
 func sanitizeNodeError(e *protocol.Error) *protocol.Error {
 	out := &protocol.Error{Code: e.Code, Message: e.Message}
 	if !protocolCodes[out.Code] {
 		out.Code = protocol.CodeInternal
 	}
-	if len(out.Message) > 1024 || !utf8.ValidString(out.Message) || out.Message == "" {
+	if len(out.Message) > 1024 || !printable(out.Message) || out.Message == "" {
 		out.Message = "the node reported an error"
 	}
 	if d := e.Details; d != nil {
@@ -264,7 +270,7 @@ func sanitizeNodeError(e *protocol.Error) *protocol.Error {
 		if isDomainCode(d.Code) {
 			nd.Code = d.Code
 		}
-		if len(d.Field) <= 64 && utf8.ValidString(d.Field) {
+		if len(d.Field) <= 64 && printable(d.Field) {
 			nd.Field = d.Field
 		}
 		out.Details = nd
@@ -279,6 +285,20 @@ func isDomainCode(s string) bool {
 	for i := 0; i < len(s); i++ {
 		b := s[i]
 		if !(b == '_' || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is valid UTF-8 without C0 or C1 control
+// characters (escape sequences, newlines, DEL).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
 			return false
 		}
 	}
