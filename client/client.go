@@ -322,6 +322,7 @@ func (c *Conn) fail(reason error) {
 // MaxPayload, in which case nothing was sent).
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, *protocol.Error) {
 	var raw json.RawMessage
+	marshalled := false
 	switch p := params.(type) {
 	case nil:
 	case json.RawMessage:
@@ -333,10 +334,10 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 		if err != nil {
 			return nil, protocol.InvalidParams("", "params cannot be encoded as JSON")
 		}
-		raw = b
+		raw, marshalled = b, true
 	}
 	id := "r" + strconv.FormatUint(c.nextID.Add(1), 10)
-	frame, err := json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: id, Method: method, Params: raw})
+	frame, err := requestFrame(id, method, raw, marshalled)
 	if err != nil {
 		return nil, protocol.InvalidParams("", "params are not valid JSON")
 	}
@@ -455,16 +456,12 @@ func (c *Conn) readLoop() {
 			c.fail(&DialError{Reason: "controller sent a binary frame"})
 			return
 		}
-		var env protocol.Envelope
-		if json.Unmarshal(data, &env) != nil {
+		kind, res, ev, ok := decodeFrame(data)
+		if !ok {
 			continue
 		}
-		switch env.Type {
+		switch kind {
 		case protocol.FrameRes:
-			var res protocol.Response
-			if json.Unmarshal(data, &res) != nil {
-				continue
-			}
 			c.mu.Lock()
 			ch, ok := c.pending[res.ID]
 			if ok {
@@ -478,11 +475,55 @@ func (c *Conn) readLoop() {
 			if c.opts.OnEvent == nil {
 				continue
 			}
-			var ev protocol.Event
-			if json.Unmarshal(data, &ev) != nil {
-				continue
-			}
 			c.opts.OnEvent(ev)
 		}
 	}
+}
+
+// requestFrame builds the frame json.Marshal(protocol.Request{...}) would,
+// with the same error for params that are not valid JSON. Params that
+// pass protocol.CheckJSONLimits (or come from json.Marshal, marshalled)
+// are appended rather than compacted again: a 1 MiB chunk is scanned once.
+func requestFrame(id, method string, params json.RawMessage, marshalled bool) ([]byte, error) {
+	if len(params) > 0 && !marshalled && protocol.CheckJSONLimits(params) != nil {
+		return json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: id, Method: method, Params: params})
+	}
+	return protocol.AppendRequest(nil, id, method, params)
+}
+
+// decodeFrame reads a frame as json.Unmarshal into protocol.Envelope and
+// then into protocol.Response (kind "res") or protocol.Event (kind
+// "event") would, ok false where either would fail. A frame within the
+// protocol's JSON limits is split instead (protocol.SplitObject): the
+// payload is not scanned again and aliases data. Any other frame, which
+// the controller never sends, takes encoding/json as before.
+func decodeFrame(data []byte) (kind string, res protocol.Response, ev protocol.Event, ok bool) {
+	if protocol.CheckJSONLimits(data) != nil {
+		var env protocol.Envelope
+		if json.Unmarshal(data, &env) != nil {
+			return "", res, ev, false
+		}
+		switch env.Type {
+		case protocol.FrameRes:
+			ok = json.Unmarshal(data, &res) == nil
+		case protocol.FrameEvent:
+			ok = json.Unmarshal(data, &ev) == nil
+		}
+		return env.Type, res, ev, ok
+	}
+	ms, err := protocol.SplitObject(data)
+	if err != nil {
+		return "", res, ev, false // a JSON value that is not an object
+	}
+	env, err := protocol.DecodeEnvelope(ms)
+	if err != nil {
+		return "", res, ev, false
+	}
+	switch env.Type {
+	case protocol.FrameRes:
+		res, err = protocol.DecodeResponse(ms)
+	case protocol.FrameEvent:
+		ev, err = protocol.DecodeEvent(ms)
+	}
+	return env.Type, res, ev, err == nil
 }

@@ -213,7 +213,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 	if len(specs) == 0 {
 		return args, nil, nil
 	}
-	members, err := splitObject(args)
+	members, err := protocol.SplitObject(args)
 	if err != nil {
 		return nil, nil, protocol.InvalidParams("", "params must be a JSON object")
 	}
@@ -221,7 +221,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 	kept := members[:0:0]
 	seen := make(map[string]bool, len(members))
 	for _, m := range members {
-		k := keyString(m.key)
+		k := m.Name()
 		// Refuse what would let bytes slip past the host or be read
 		// differently by the module: a repeated key, and a case variant
 		// of a blob field (encoding/json matches struct fields without
@@ -232,7 +232,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 		}
 		seen[k] = true
 		if _, isBlob := specs[k]; isBlob {
-			raws[k] = m.value
+			raws[k] = m.Value
 			continue
 		}
 		for field := range specs {
@@ -245,7 +245,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 	blobs := map[string]abi.Blob{}
 	for field, raw := range raws {
 		spec := specs[field]
-		s, ok := stringContent(raw)
+		s, ok := protocol.StringContent(raw)
 		if !ok {
 			return nil, nil, protocol.InvalidParams(field, field+" must be a string")
 		}
@@ -277,7 +277,7 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 		}
 		blobs[field] = abi.Blob{ID: inv.PutBlob(b), Size: len(b)}
 	}
-	return joinObject(kept, 0), blobs, nil
+	return protocol.AppendObject(nil, kept), blobs, nil
 }
 
 // finishPayload builds the response payload: the payload blob or the
@@ -305,13 +305,13 @@ func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[stri
 	if len(blobs) == 0 {
 		return payload, nil
 	}
-	members, err := splitObject(payload)
+	members, err := protocol.SplitObject(payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "module returned blobs with a non-object payload")
 	}
 	kept := members[:0:0]
 	for _, m := range members {
-		if _, isBlob := blobs[keyString(m.key)]; !isBlob {
+		if _, isBlob := blobs[m.Name()]; !isBlob {
 			kept = append(kept, m)
 		}
 	}
@@ -333,9 +333,9 @@ func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[stri
 		enc[0] = '"'
 		base64.StdEncoding.Encode(enc[1:], b)
 		enc[len(enc)-1] = '"'
-		kept = append(kept, member{key: key, value: enc})
+		kept = append(kept, protocol.Member{Key: key, Value: enc})
 	}
-	return joinObject(kept, 0), nil
+	return protocol.AppendObject(nil, kept), nil
 }
 
 // safeFieldName returns k when it looks like a field name, else "?": a

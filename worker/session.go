@@ -48,8 +48,10 @@ type session struct {
 func (s *session) onEvent(ev protocol.Event) {
 	switch ev.Event {
 	case protocol.EventInvokeRequest:
-		var req protocol.InvokeRequest
-		if err := json.Unmarshal(ev.Payload, &req); err != nil || !validInvokeID(req.InvokeID) {
+		// The payload is valid JSON (the client checked the frame): it is
+		// split, not decoded, so args are not scanned again here.
+		req, err := protocol.ParseInvokeRequest(ev.Payload)
+		if err != nil || !validInvokeID(req.InvokeID) {
 			s.w.log.Warn("malformed invoke request dropped", "seq", ev.Seq)
 			return
 		}
@@ -196,7 +198,8 @@ func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error
 		case err != nil:
 			perr = protocol.Errorf(protocol.CodeInternal, "node produced an invalid result")
 		default:
-			b, err := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Result: payload})
+			// payload passed CheckJSONLimits: it is appended, not compacted again.
+			b, err := protocol.AppendInvokeResult(nil, invokeID, payload)
 			if err == nil && len(b)+resultFrameOverhead <= limit {
 				return b
 			}
