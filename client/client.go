@@ -314,8 +314,15 @@ func (c *Conn) fail(reason error) {
 	})
 }
 
+// CheckedJSON is params already known to be one valid JSON value (checked
+// by protocol.CheckJSONLimits, or built from checked values by the
+// protocol package's Append functions). Call appends it to the frame
+// without checking it again; anything else is the caller's bug.
+type CheckedJSON []byte
+
 // Call sends request method with params and waits for its response. params
-// may be nil, a json.RawMessage, or any value json.Marshal accepts. It
+// may be nil, a json.RawMessage, a CheckedJSON, or any value json.Marshal
+// accepts. It
 // returns the response payload, or the error: the controller's, or a local
 // one (UNAVAILABLE when the connection is lost, TIMEOUT when ctx ends,
 // INVALID_PARAMS payload_too_large when the frame would exceed
@@ -329,6 +336,8 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 		raw = p
 	case []byte:
 		raw = p
+	case CheckedJSON:
+		raw, marshalled = json.RawMessage(p), true
 	default:
 		b, err := json.Marshal(p)
 		if err != nil {
@@ -493,7 +502,7 @@ func requestFrame(id, method string, params json.RawMessage, marshalled bool) ([
 
 // decodeFrame reads a frame as json.Unmarshal into protocol.Envelope and
 // then into protocol.Response (kind "res") or protocol.Event (kind
-// "event") would, ok false where either would fail. A frame within the
+// "event") would; ok is false where either would fail. A frame within the
 // protocol's JSON limits is split instead (protocol.SplitObject): the
 // payload is not scanned again and aliases data. Any other frame, which
 // the controller never sends, takes encoding/json as before.
@@ -503,6 +512,7 @@ func decodeFrame(data []byte) (kind string, res protocol.Response, ev protocol.E
 		if json.Unmarshal(data, &env) != nil {
 			return "", res, ev, false
 		}
+		ok = true
 		switch env.Type {
 		case protocol.FrameRes:
 			ok = json.Unmarshal(data, &res) == nil

@@ -178,13 +178,14 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 	params := encodeResult(invokeID, payload, perr, s.limit)
 	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
 	defer cancel()
-	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, params); err != nil {
+	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, client.CheckedJSON(params)); err != nil {
 		s.w.log.Debug("result not delivered", "code", err.Code)
 	}
 }
 
 // encodeResult builds node.invoke.result params whose request frame fits
-// limit bytes. A payload that does not fit, or breaks the shared depth and
+// limit bytes; they are valid JSON within the protocol limits (a payload
+// is checked here, and the client sends them without checking again). A payload that does not fit, or breaks the shared depth and
 // item limits, or is not JSON, becomes an INTERNAL_ERROR result.
 func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int) json.RawMessage {
 	if perr == nil {
