@@ -339,3 +339,22 @@ func FuzzAppendRaw(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeInvokeResult(f *testing.F) {
+	for _, s := range []string{`{"invokeId":"i1","result":{"a":1}}`, `{"result":null,"invokeId":"i"}`,
+		`{"invokeId":"i1","error":{"code":"X","message":"m"}}`, `{"invokeId":"i\u0031","result":1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		// The precondition: params come from a frame that passed both checks.
+		if CheckJSONLimits([]byte(s)) != nil || !ValidJSONText([]byte(s)) {
+			return
+		}
+		got, gerr := DecodeInvokeResult(json.RawMessage(s))
+		var want InvokeResult
+		werr := DecodeParams(json.RawMessage(s), &want)
+		if !reflect.DeepEqual(gerr, werr) || (werr == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("%q:\n got %+v %v\nwant %+v %v", s, got, gerr, want, werr)
+		}
+	})
+}
