@@ -78,6 +78,10 @@ type registry struct {
 	codes    map[string]string         // pairing code → pairingId
 	waiters  map[string]*conn          // pairingId → the connection that asked (events)
 	dirty    map[string]bool           // nodeIds whose non-critical fields await flush
+
+	// testHookBeforeHello, when set (tests only, before Serve), runs in
+	// connectNode after attach, without r.mu, before hello-ok is queued.
+	testHookBeforeHello func(*conn)
 }
 
 func newRegistry(s *Server, st *store) (*registry, error) {
@@ -200,9 +204,12 @@ func (r *registry) authenticateNode(token string, adv *protocol.NodeAdvertise) (
 	return a, nil
 }
 
-// attach makes c the live connection of a.entry (after queueing hello via
-// beforeLive, so no event can precede it) and returns the connection it
-// replaced, if any. It fails if the session was revoked meanwhile.
+// attach makes c the live connection of a.entry and returns the
+// connection it replaced, if any. It fails if the node was removed or its
+// session revoked meanwhile. beforeLive runs under r.mu just before c
+// goes live; it must neither block nor send. attach itself sends nothing:
+// the caller queues hello-ok after it returns, holding c.eventMu across
+// both (see connectNode), so no peer can stall the registry lock.
 func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, client protocol.ConnectClient, beforeLive func()) (*conn, *protocol.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -395,22 +402,42 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	c.role, c.scopes, c.clientID = protocol.RoleNode, []string{protocol.ScopeNodeInvoke, protocol.ScopeNodeEvent}, p.Client.ID
 	c.node, c.generation = a.entry, a.generation
 	nodeID := a.entry.rec.ID
+	// Every event (node.invoke.request, node.invoke.cancel, ...) is
+	// queued under c.eventMu. Holding it from before c goes live until
+	// hello-ok is queued keeps hello-ok the first frame after connect,
+	// while the hello-ok itself is queued without the registry lock: a
+	// node that stops reading then delays only calls routed to it, never
+	// node.list, node.describe or other nodes' connects. Lock order:
+	// c.eventMu, then r.mu (nothing sends under r.mu).
+	c.eventMu.Lock()
 	old, e := c.s.reg.attach(a, c, adv, p.Client, func() {
 		c.connected = true
 		c.touch()
-		c.sendJSON(c.s.hello(c, &nodeID))
 	})
 	if e != nil {
+		c.eventMu.Unlock()
 		c.connected = false
 		c.node = nil
 		c.respondErr(id, e)
 		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 		return false
 	}
+	// The replaced connection is closed first, so its calls fail at once
+	// even if this node is slow to take its hello-ok.
 	if old != nil {
 		old.abandon()
 		old.closeWith(CloseSessionReplaced, "replaced by a newer connection of this node")
 	}
+	if hook := c.s.reg.testHookBeforeHello; hook != nil {
+		hook(c)
+	}
+	// If a newer connection of this node (or a re-pairing) took over
+	// meanwhile, it has closed c: c's close frame is queued ahead (the
+	// writer stops there, so the node never reads this hello-ok), or c's
+	// socket is already shut (the send fails). A takeover after this send
+	// closes c right behind its hello-ok.
+	c.sendJSON(c.s.hello(c, &nodeID))
+	c.eventMu.Unlock()
 	c.s.log.Info("node connected", "conn", c.id, "node", nodeID)
 	return true
 }
