@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"lemon/cmd/lemon/internal/lemontest"
+	"lemon/host/hosttest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,56 +39,16 @@ var (
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := repoRoot()
+	b, err := lemontest.Setup("lemon-e2e-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	manifest := filepath.Join(root, "host", "moduleset", "defaultset", "set", "manifest.json")
-	if _, err := os.Stat(manifest); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: the embedded module set is not built "+
-			"(host/moduleset/defaultset/set/manifest.json is missing): run ./build.sh first")
-		return 1
-	}
-	if tmpRoot, err = os.MkdirTemp("", "lemon-e2e-bin-"); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(tmpRoot)
-	lemonBin = filepath.Join(tmpRoot, "lemon")
-	build := exec.Command("go", "build", "-o", lemonBin, "lemon/cmd/lemon")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build lemon/cmd/lemon failed (run ./build.sh first): %v\n%s", err, out)
-		return 1
-	}
-	wazeroCache = filepath.Join(tmpRoot, "wazero-cache")
-	if err := os.Mkdir(wazeroCache, 0o700); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
+	defer b.Cleanup()
+	lemonBin, wazeroCache, tmpRoot = b.Bin, b.WazeroCache, b.Dir
 	code := m.Run()
 	stopSharedDevs()
 	return code
-}
-
-// repoRoot walks up from the working directory to the go.mod of module lemon.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module lemon\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the go.mod of module lemon above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Bounds on waits. They never decide a pass on speed: the first node of a
@@ -97,23 +59,8 @@ const (
 	callWait  = 2 * time.Minute
 )
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects a process's output, safe for concurrent writes.
+type syncBuffer = hosttest.LogBuffer
 
 // tb is what the harness needs of *testing.T and *testing.B.
 type tb interface {

@@ -1,13 +1,13 @@
 package pairinge2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"lemon/host/hosttest"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"lemon/client"
+	"lemon/cmd/lemon/internal/lemontest"
 	"lemon/protocol"
 	"lemon/worker"
 )
@@ -35,55 +36,14 @@ var (
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := repoRoot()
+	b, err := lemontest.Setup("lemon-e2e-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pairing_e2e: %v\n", err)
 		return 1
 	}
-	manifest := filepath.Join(root, "host", "moduleset", "defaultset", "set", "manifest.json")
-	if _, err := os.Stat(manifest); err != nil {
-		fmt.Fprintln(os.Stderr, "pairing_e2e: the default module set is not built "+
-			"(host/moduleset/defaultset/set/manifest.json is missing): run ./build.sh first")
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "lemon-e2e-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pairing_e2e: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	lemonBin = filepath.Join(dir, "lemon")
-	build := exec.Command("go", "build", "-o", lemonBin, "lemon/cmd/lemon")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "pairing_e2e: go build lemon/cmd/lemon failed: %v\n%s", err, out)
-		return 1
-	}
-	wazeroCache = filepath.Join(dir, "wazero-cache")
-	if err := os.Mkdir(wazeroCache, 0o700); err != nil {
-		fmt.Fprintf(os.Stderr, "pairing_e2e: %v\n", err)
-		return 1
-	}
+	defer b.Cleanup()
+	lemonBin, wazeroCache = b.Bin, b.WazeroCache
 	return m.Run()
-}
-
-// repoRoot walks up from the working directory to the go.mod of module lemon.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module lemon\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the go.mod of module lemon above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Waits. They bound how long a test waits for a process; they never
@@ -95,23 +55,8 @@ const (
 	exitWait   = 30 * time.Second
 )
 
-// syncBuffer collects a process's stdout and stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects a process's output, safe for concurrent writes.
+type syncBuffer = hosttest.LogBuffer
 
 // proc is one running lemon subprocess.
 type proc struct {
