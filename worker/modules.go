@@ -28,6 +28,38 @@ type ModuleSet struct {
 	Modules      map[string][]byte
 }
 
+// Bounds on a module set a controller pins (docs/PROTOCOL.md, "Module
+// set"). A node refuses a manifest beyond them before it fetches or
+// caches anything, so a controller cannot make it allocate or store more.
+const (
+	// MaxSetModules is the most modules one manifest may list.
+	MaxSetModules = 64
+	// MaxSetBytes bounds the sum of the declared module sizes, in bytes
+	// (256 MiB). Each module is also bounded by moduleset.MaxModuleBytes
+	// (64 MiB).
+	MaxSetBytes = 256 << 20
+)
+
+// checkSetBounds refuses a manifest with more than MaxSetModules modules,
+// a module outside 1..moduleset.MaxModuleBytes bytes, or modules whose
+// declared sizes add up to more than MaxSetBytes.
+func checkSetBounds(m moduleset.Manifest) error {
+	if len(m.Modules) > MaxSetModules {
+		return errModuleSet("manifest lists more than 64 modules")
+	}
+	var total int64
+	for _, mod := range m.Modules {
+		if mod.Size <= 0 || mod.Size > moduleset.MaxModuleBytes {
+			return errModuleSet("a module's size is outside 1 byte to 64 MiB")
+		}
+		total += mod.Size
+	}
+	if total > MaxSetBytes {
+		return errModuleSet("modules add up to more than 256 MiB")
+	}
+	return nil
+}
+
 // Cache layout: manifest.json (the last installed set's manifest) and one
 // <sha256>.wasm per module; directory 0700, files 0600.
 const cachedManifest = "manifest.json"
@@ -63,6 +95,11 @@ func readCachedSet(dir string) (*ModuleSet, error) {
 	}
 	m, err := moduleset.ParseManifest(data)
 	if err != nil {
+		return nil, err
+	}
+	// Only fetchModuleSet writes the cache, after the same check; a cache
+	// beyond the bounds was not written by this program.
+	if err := checkSetBounds(m); err != nil {
 		return nil, err
 	}
 	set := &ModuleSet{Digest: m.Digest(), ManifestJSON: data, Manifest: m, Modules: map[string][]byte{}}
@@ -133,6 +170,9 @@ func fetchModuleSet(ctx context.Context, conn *client.Conn, cacheDir, want strin
 	if err != nil {
 		return nil, errModuleSet("manifest is invalid")
 	}
+	if err := checkSetBounds(m); err != nil {
+		return nil, err
+	}
 	if res.Digest != want || m.Digest() != want {
 		return nil, errModuleSet("manifest does not match the pinned digest")
 	}
@@ -168,9 +208,11 @@ func fetchModuleSet(ctx context.Context, conn *client.Conn, cacheDir, want strin
 }
 
 // fetchModule reads one module in chunks (node.modules.fetch) and
-// verifies its size and sha256 before returning it.
+// verifies its size and sha256 before returning it. Its buffer grows with
+// the bytes received (see appendBounded), never to more than mod.Size,
+// so a manifest's declared size costs nothing until bytes arrive.
 func fetchModule(ctx context.Context, conn *client.Conn, mod moduleset.Module) ([]byte, error) {
-	buf := make([]byte, 0, mod.Size)
+	var buf []byte
 	for {
 		raw, perr := conn.Call(ctx, protocol.MethodModulesFetch,
 			protocol.ModulesFetchParams{SHA256: mod.SHA256, Offset: int64(len(buf))})
@@ -191,7 +233,7 @@ func fetchModule(ctx context.Context, conn *client.Conn, mod moduleset.Module) (
 		if int64(len(buf))+c.Length > mod.Size {
 			return nil, errModuleSet("module is larger than pinned")
 		}
-		buf = append(buf, data...)
+		buf = appendBounded(buf, data, mod.Size)
 		if c.EOF {
 			break
 		}
@@ -203,6 +245,21 @@ func fetchModule(ctx context.Context, conn *client.Conn, mod moduleset.Module) (
 		return nil, errModuleSet("module bytes do not match the pinned sha256")
 	}
 	return buf, nil
+}
+
+// appendBounded appends data to buf, growing it to at most limit bytes
+// of capacity. The caller ensures len(buf)+len(data) <= limit. A new
+// backing array is at most twice the bytes it then holds (amortized
+// doubling) and never larger than limit.
+func appendBounded(buf, data []byte, limit int64) []byte {
+	need := len(buf) + len(data)
+	if need <= cap(buf) {
+		return append(buf, data...)
+	}
+	newCap := max(need, int(min(int64(2*cap(buf)), limit)))
+	nb := make([]byte, len(buf), newCap)
+	copy(nb, buf)
+	return append(nb, data...)
 }
 
 // safeReason reduces an error to a bounded classification for logs: the
