@@ -169,6 +169,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		d := w.cfg.Backoff.Delay(attempt, rnd)
+		if res.replaced {
+			// Another process holds this identity: wait between half and
+			// all of the longest backoff before taking it back, so two
+			// copies of one node do not keep swapping and failing each
+			// other's calls.
+			half := w.cfg.Backoff.Max / 2
+			d = half + time.Duration(rnd.Int64N(int64(half)+1))
+		}
 		attempt++
 		w.log.Info("controller connection lost; reconnecting", "reason", res.reason, "delay", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
@@ -236,8 +244,15 @@ type sessionResult struct {
 	reason string // bounded, for the log
 	stable bool   // the connection stayed up long enough to reset backoff
 	reload bool   // a new module set was installed: reconnect at once
-	fatal  error
+	// replaced: the controller closed this session because another
+	// connection took over the same node identity (close code 4001).
+	replaced bool
+	fatal    error
 }
+
+// closeSessionReplaced is the close code the controller sends a node
+// connection that another connection of the same identity replaced.
+const closeSessionReplaced = 4001
 
 // fatalCodes are handshake refusals retrying cannot fix.
 var fatalCodes = map[string]bool{
@@ -321,6 +336,10 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		res.reason = "stopping"
 	case <-conn.Done():
 		res.reason = safeReason(conn.Err())
+		var ce *websocket.CloseError
+		if errors.As(conn.Err(), &ce) && ce.Code == closeSessionReplaced {
+			res.replaced, res.reason = true, "replaced by another connection of this node"
+		}
 	case err := <-reload:
 		if err != nil {
 			// Keep serving what we have; the controller routes only the
