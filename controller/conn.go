@@ -23,8 +23,8 @@ const maxIDBytes = 128
 
 // maxPreConnectQueued bounds the frames queued for a peer that has not
 // connected yet. One that lets more answers pile up unread is closed, so
-// the hello-ok a node's connect queues under the registry lock always
-// finds room in the write queue and never blocks the registry.
+// a peer cannot fill its write queue before connecting and then hold up
+// its own hello-ok (sent after the registry lock is released).
 const maxPreConnectQueued = 64
 
 // outFrame is one item of a connection's write queue: a text frame, or a
