@@ -203,27 +203,36 @@ type FSDeleteParams struct {
 const MaxConfirmationTokenBytes = 128
 
 // ValidateFSList checks node.fs.list params.
-func ValidateFSList(params json.RawMessage) *Error {
-	var p FSListParams
-	if err := DecodeParams(params, &p); err != nil {
-		return err
-	}
-	if err := RequireNodeID(p.NodeID); err != nil {
-		return err
-	}
-	return ValidateFSPath("path", p.Path)
-}
+func ValidateFSList(params json.RawMessage) *Error { return validateNodePath[FSListParams](params) }
 
 // ValidateFSStat checks node.fs.stat params.
-func ValidateFSStat(params json.RawMessage) *Error {
-	var p FSStatParams
+func ValidateFSStat(params json.RawMessage) *Error { return validateNodePath[FSStatParams](params) }
+
+// nodePathParams are params whose only checked fields are nodeId and path.
+type nodePathParams interface {
+	FSListParams | FSStatParams | FSMkdirParams
+}
+
+// validateNodePath decodes params strictly as P and checks its nodeId and
+// path.
+func validateNodePath[P nodePathParams](params json.RawMessage) *Error {
+	var p P
 	if err := DecodeParams(params, &p); err != nil {
 		return err
 	}
-	if err := RequireNodeID(p.NodeID); err != nil {
+	var nodeID, path string
+	switch v := any(p).(type) {
+	case FSListParams:
+		nodeID, path = v.NodeID, v.Path
+	case FSStatParams:
+		nodeID, path = v.NodeID, v.Path
+	case FSMkdirParams:
+		nodeID, path = v.NodeID, v.Path
+	}
+	if err := RequireNodeID(nodeID); err != nil {
 		return err
 	}
-	return ValidateFSPath("path", p.Path)
+	return ValidateFSPath("path", path)
 }
 
 // ValidateFSRead checks node.fs.read params: offset 0..2^53-1, length
@@ -303,16 +312,7 @@ func (p *FSWriteParams) Check() *Error {
 }
 
 // ValidateFSMkdir checks node.fs.mkdir params.
-func ValidateFSMkdir(params json.RawMessage) *Error {
-	var p FSMkdirParams
-	if err := DecodeParams(params, &p); err != nil {
-		return err
-	}
-	if err := RequireNodeID(p.NodeID); err != nil {
-		return err
-	}
-	return ValidateFSPath("path", p.Path)
-}
+func ValidateFSMkdir(params json.RawMessage) *Error { return validateNodePath[FSMkdirParams](params) }
 
 // ValidateFSMove checks node.fs.move params.
 func ValidateFSMove(params json.RawMessage) *Error {
