@@ -202,6 +202,21 @@ type FSDeleteParams struct {
 // MaxConfirmationTokenBytes bounds confirmationToken (tokens are 43 bytes).
 const MaxConfirmationTokenBytes = 128
 
+// checker is decoded params that validate themselves.
+type checker[P any] interface {
+	*P
+	Check() *Error
+}
+
+// decodeAndCheck decodes params strictly as P and runs its Check.
+func decodeAndCheck[P any, PP checker[P]](params json.RawMessage) *Error {
+	var p P
+	if err := DecodeParams(params, &p); err != nil {
+		return err
+	}
+	return PP(&p).Check()
+}
+
 // ValidateFSList checks node.fs.list params.
 func ValidateFSList(params json.RawMessage) *Error { return validateNodePath[FSListParams](params) }
 
@@ -237,13 +252,7 @@ func validateNodePath[P nodePathParams](params json.RawMessage) *Error {
 
 // ValidateFSRead checks node.fs.read params: offset 0..2^53-1, length
 // 1..1,048,576.
-func ValidateFSRead(params json.RawMessage) *Error {
-	var p FSReadParams
-	if err := DecodeParams(params, &p); err != nil {
-		return err
-	}
-	return p.Check()
-}
+func ValidateFSRead(params json.RawMessage) *Error { return decodeAndCheck[FSReadParams](params) }
 
 // Check validates decoded read params.
 func (p *FSReadParams) Check() *Error {
@@ -315,13 +324,7 @@ func (p *FSWriteParams) Check() *Error {
 func ValidateFSMkdir(params json.RawMessage) *Error { return validateNodePath[FSMkdirParams](params) }
 
 // ValidateFSMove checks node.fs.move params.
-func ValidateFSMove(params json.RawMessage) *Error {
-	var p FSMoveParams
-	if err := DecodeParams(params, &p); err != nil {
-		return err
-	}
-	return p.Check()
-}
+func ValidateFSMove(params json.RawMessage) *Error { return decodeAndCheck[FSMoveParams](params) }
 
 // Check validates decoded move params.
 func (p *FSMoveParams) Check() *Error {
@@ -353,13 +356,7 @@ func ValidateFSDeletePreview(params json.RawMessage) *Error {
 }
 
 // ValidateFSDelete checks node.fs.delete params.
-func ValidateFSDelete(params json.RawMessage) *Error {
-	var p FSDeleteParams
-	if err := DecodeParams(params, &p); err != nil {
-		return err
-	}
-	return p.Check()
-}
+func ValidateFSDelete(params json.RawMessage) *Error { return decodeAndCheck[FSDeleteParams](params) }
 
 // Check validates decoded delete params.
 func (p *FSDeleteParams) Check() *Error {

@@ -139,16 +139,7 @@ func parseProcessRun(raw json.RawMessage, stdinRemoved bool) (ProcessRunParams, 
 	if perr != nil {
 		return p, perr
 	}
-	if err := decodeString(fields, "nodeId", &p.NodeID); err != nil {
-		return p, err
-	}
-	if err := RequireNodeID(p.NodeID); err != nil {
-		return p, err
-	}
-	if err := decodeString(fields, "processId", &p.ProcessID); err != nil {
-		return p, err
-	}
-	if err := ValidateProcessID(p.ProcessID); err != nil {
+	if err := decodeNodeAndProcessID(fields, &p.NodeID, &p.ProcessID); err != nil {
 		return p, err
 	}
 	if err := decodeString(fields, "cwd", &p.Cwd); err != nil {
@@ -202,16 +193,7 @@ func ParseProcessID(raw json.RawMessage) (ProcessIDParams, *Error) {
 	if perr != nil {
 		return p, perr
 	}
-	if err := decodeString(fields, "nodeId", &p.NodeID); err != nil {
-		return p, err
-	}
-	if err := RequireNodeID(p.NodeID); err != nil {
-		return p, err
-	}
-	if err := decodeString(fields, "processId", &p.ProcessID); err != nil {
-		return p, err
-	}
-	if err := ValidateProcessID(p.ProcessID); err != nil {
+	if err := decodeNodeAndProcessID(fields, &p.NodeID, &p.ProcessID); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -521,4 +503,19 @@ func init() {
 			NoGenericInvoke: true,
 		})
 	}
+}
+
+// decodeNodeAndProcessID decodes and checks the nodeId and processId every
+// process method carries.
+func decodeNodeAndProcessID(fields map[string]json.RawMessage, nodeID, processID *string) *Error {
+	if err := decodeString(fields, "nodeId", nodeID); err != nil {
+		return err
+	}
+	if err := RequireNodeID(*nodeID); err != nil {
+		return err
+	}
+	if err := decodeString(fields, "processId", processID); err != nil {
+		return err
+	}
+	return ValidateProcessID(*processID)
 }
