@@ -325,8 +325,13 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		w.cfg.OnConnected(hello)
 	}
 
+	// A module-set sync runs beside the session; the session waits for it
+	// before returning, so no fetch writes the cache and no dispatcher is
+	// installed after Run has returned.
 	reload := make(chan error, 1)
+	syncing := false
 	if hello.ModuleSet != nil && hello.ModuleSet.Digest != digest && w.cfg.LoadModules != nil {
+		syncing = true
 		go func() { reload <- w.syncModules(s.ctx, conn, hello.ModuleSet.Digest) }()
 	}
 
@@ -341,6 +346,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 			res.replaced, res.reason = true, "replaced by another connection of this node"
 		}
 	case err := <-reload:
+		syncing = false
 		if err != nil {
 			// Keep serving what we have; the controller routes only the
 			// methods we advertised.
@@ -360,6 +366,9 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 	// A disconnect cancels every invocation in flight.
 	s.cancel()
 	conn.Close()
+	if syncing {
+		<-reload
+	}
 	s.wg.Wait()
 	w.closeRetired()
 	return res
