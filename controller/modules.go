@@ -22,9 +22,16 @@ type ModuleSet struct {
 }
 
 // NewModuleSet pins a manifest and the bytes of its modules (keyed by
-// family), verifying every module's size and sha256.
+// family), verifying every module's size and sha256. A manifest beyond
+// moduleset.CheckBounds (64 modules, 64 MiB each, 256 MiB in all) is
+// refused with an error wrapping moduleset.ErrSetBounds.
 func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*ModuleSet, error) {
 	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	// Nodes refuse a set beyond these bounds; refuse to pin one, so the
+	// operator learns it at start rather than from every node's log.
+	if err := m.CheckBounds(); err != nil {
 		return nil, err
 	}
 	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}}

@@ -13,6 +13,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
@@ -112,6 +114,41 @@ func TestModuleSetRejectsBadBytes(t *testing.T) {
 	}
 	if _, err := NewModuleSet(m, map[string][]byte{}); err == nil {
 		t.Fatal("missing bytes accepted")
+	}
+}
+
+// The controller refuses to pin a set nodes would refuse to fetch: 64
+// modules pass, a 65th is refused before any byte is checked.
+func TestNewModuleSetRefusesSetPastNodeBounds(t *testing.T) {
+	build := func(n int) (moduleset.Manifest, map[string][]byte) {
+		var m moduleset.Manifest
+		mods := map[string][]byte{}
+		for i := range n {
+			b := []byte(fmt.Sprint("module ", i))
+			sum := sha256.Sum256(b)
+			fam := fmt.Sprintf("fam%d", i)
+			m.Modules = append(m.Modules, moduleset.Module{Family: fam, Version: "1.0.0",
+				SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b)), File: fam + ".wasm"})
+			mods[fam] = b
+		}
+		return m, mods
+	}
+	m, mods := build(moduleset.MaxSetModules)
+	if _, err := NewModuleSet(m, mods); err != nil {
+		t.Fatalf("64 modules: %v", err)
+	}
+	m, mods = build(moduleset.MaxSetModules + 1)
+	if _, err := NewModuleSet(m, mods); !errors.Is(err, moduleset.ErrSetBounds) {
+		t.Fatalf("65 modules: err = %v, want ErrSetBounds", err)
+	}
+	// Sizes adding up past 256 MiB are refused without the bytes.
+	m, _ = build(5)
+	for i := range m.Modules {
+		m.Modules[i].Size = moduleset.MaxModuleBytes
+	}
+	m.Modules[4].Size = 1
+	if _, err := NewModuleSet(m, nil); !errors.Is(err, moduleset.ErrSetBounds) {
+		t.Fatalf("256 MiB + 1: err = %v, want ErrSetBounds", err)
 	}
 }
 

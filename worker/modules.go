@@ -28,34 +28,22 @@ type ModuleSet struct {
 	Modules      map[string][]byte
 }
 
-// Bounds on a module set a controller pins (docs/PROTOCOL.md, "Module
-// set"). A node refuses a manifest beyond them before it fetches or
-// caches anything, so a controller cannot make it allocate or store more.
+// Bounds on a module set a controller pins (moduleset.CheckBounds). A
+// node refuses a manifest beyond them before it fetches or caches
+// anything, so a controller cannot make it allocate or store more.
 const (
 	// MaxSetModules is the most modules one manifest may list.
-	MaxSetModules = 64
+	MaxSetModules = moduleset.MaxSetModules
 	// MaxSetBytes bounds the sum of the declared module sizes, in bytes
 	// (256 MiB). Each module is also bounded by moduleset.MaxModuleBytes
 	// (64 MiB).
-	MaxSetBytes = 256 << 20
+	MaxSetBytes = moduleset.MaxSetBytes
 )
 
-// checkSetBounds refuses a manifest with more than MaxSetModules modules,
-// a module outside 1..moduleset.MaxModuleBytes bytes, or modules whose
-// declared sizes add up to more than MaxSetBytes.
+// checkSetBounds is moduleset.CheckBounds as a bounded module-set error.
 func checkSetBounds(m moduleset.Manifest) error {
-	if len(m.Modules) > MaxSetModules {
-		return errModuleSet("manifest lists more than 64 modules")
-	}
-	var total int64
-	for _, mod := range m.Modules {
-		if mod.Size <= 0 || mod.Size > moduleset.MaxModuleBytes {
-			return errModuleSet("a module's size is outside 1 byte to 64 MiB")
-		}
-		total += mod.Size
-	}
-	if total > MaxSetBytes {
-		return errModuleSet("modules add up to more than 256 MiB")
+	if err := m.CheckBounds(); err != nil {
+		return errModuleSet(err.Error())
 	}
 	return nil
 }

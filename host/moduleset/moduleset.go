@@ -18,8 +18,20 @@ import (
 // ManifestFile is the manifest's file name inside a set directory.
 const ManifestFile = "manifest.json"
 
-// MaxModuleBytes bounds one module file (64 MiB).
-const MaxModuleBytes = 64 << 20
+// Bounds on one module set (docs/PROTOCOL.md, "Module set"). The
+// controller refuses to pin a set beyond them and a node refuses to fetch
+// one, so neither side can be made to hold more.
+const (
+	// MaxModuleBytes bounds one module file (64 MiB).
+	MaxModuleBytes = 64 << 20
+	// MaxSetModules is the most modules one manifest may list.
+	MaxSetModules = 64
+	// MaxSetBytes bounds the sum of a set's module sizes (256 MiB).
+	MaxSetBytes = 256 << 20
+)
+
+// ErrSetBounds is wrapped by CheckBounds errors.
+var ErrSetBounds = errors.New("set is beyond the bounds a node accepts")
 
 // Method is a method a module serves and its version.
 type Method struct {
@@ -93,6 +105,27 @@ func (m Manifest) Validate() error {
 	return nil
 }
 
+// CheckBounds refuses a manifest listing more than MaxSetModules modules,
+// a module whose size is outside 1..MaxModuleBytes bytes, or sizes adding
+// up to more than MaxSetBytes. Its errors wrap ErrSetBounds and name no
+// manifest content, so they are safe to log.
+func (m Manifest) CheckBounds() error {
+	if len(m.Modules) > MaxSetModules {
+		return fmt.Errorf("%w: more than 64 modules", ErrSetBounds)
+	}
+	var total int64
+	for _, mod := range m.Modules {
+		if mod.Size <= 0 || mod.Size > MaxModuleBytes {
+			return fmt.Errorf("%w: a module's size is outside 1 byte to 64 MiB", ErrSetBounds)
+		}
+		total += mod.Size
+	}
+	if total > MaxSetBytes {
+		return fmt.Errorf("%w: modules add up to more than 256 MiB", ErrSetBounds)
+	}
+	return nil
+}
+
 // Verify checks bytes against the module's size and digest.
 func (mod Module) Verify(b []byte) error {
 	sum := sha256.Sum256(b)
@@ -112,7 +145,8 @@ func ParseManifest(data []byte) (Manifest, error) {
 }
 
 // Load reads a set from fsys (a directory, or the embedded default) and
-// verifies every module's bytes against the manifest.
+// verifies every module's bytes against the manifest. A manifest beyond
+// CheckBounds is refused before any module file is read.
 func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
 	data, err := fs.ReadFile(fsys, ManifestFile)
 	if err != nil {
@@ -120,6 +154,9 @@ func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
 	}
 	m, err := ParseManifest(data)
 	if err != nil {
+		return Manifest{}, nil, err
+	}
+	if err := m.CheckBounds(); err != nil {
 		return Manifest{}, nil, err
 	}
 	bytesByFamily := map[string][]byte{}
