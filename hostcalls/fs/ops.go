@@ -3,6 +3,7 @@ package fs
 import (
 	"sort"
 	"strconv"
+	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -144,6 +145,14 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 	}
 	base := t.canon
 	for _, name := range smallest {
+		// A name that is not UTF-8 cannot be named in a later request
+		// (paths must be UTF-8) and would show with U+FFFD in place of its
+		// bytes, so two such names could look alike: it is listed as
+		// {name, error:"invalid_path"} and never as a usable entry.
+		if !utf8.ValidString(name) {
+			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.DomainInvalidPath})
+			continue
+		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})

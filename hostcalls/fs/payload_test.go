@@ -196,7 +196,12 @@ func TestListPayloadValues(t *testing.T) {
 		t.Errorf("header %+v", r)
 	}
 	mime := map[string]string{}
+	var invalid []string
 	for _, en := range r.Entries {
+		if en.Error == "invalid_path" && en.FSStat == nil {
+			invalid = append(invalid, en.Name)
+			continue
+		}
 		if en.FSStat == nil || en.Error != "" || en.Path != e.abs("root/d")+"/"+en.Name {
 			t.Errorf("entry %+v", en)
 			continue
@@ -206,13 +211,18 @@ func TestListPayloadValues(t *testing.T) {
 	want := map[string]string{
 		"plain.txt": "text/plain", "UPPER.PNG": "image/png", "<a>&b.html": "text/html",
 		`q"b\s.json`: "application/json", "ctl\x01\x1f.go": "text/x-go", "ls\u2028ps\u2029.md": "text/markdown",
-		"bad\uFFFD\uFFFD.txt": "text/plain", "cut\uFFFD.md": "text/markdown",
-		"mixed\uFFFD\uFFFD.x\uFFFDy.csv": "text/csv", "emoji-\U0001F600.csv": "text/csv",
+		"emoji-\U0001F600.csv": "text/csv",
 		"noext": "application/octet-stream", "trail.": "application/octet-stream",
 		"sub": "application/octet-stream", "ln": "application/octet-stream", "pipe": "application/octet-stream",
 	}
 	if fmt.Sprint(mime) != fmt.Sprint(want) {
 		t.Errorf("mime by name\n got %v\nwant %v", mime, want)
+	}
+	// Names that are not UTF-8 are listed, sorted by their bytes, as
+	// {name, error:"invalid_path"} with U+FFFD for each bad byte.
+	wantInvalid := []string{"bad\uFFFD\uFFFD.txt", "cut\uFFFD.md", "mixed\uFFFD\uFFFD.x\uFFFDy.csv"}
+	if fmt.Sprint(invalid) != fmt.Sprint(wantInvalid) {
+		t.Errorf("invalid names\n got %q\nwant %q", invalid, wantInvalid)
 	}
 	if !bytes.Contains(blob, []byte(`"name":"\u003ca\u003e\u0026b.html"`)) || bytes.Contains(blob, []byte{0xff}) {
 		t.Errorf("encoding: %s", blob)
