@@ -212,7 +212,7 @@ func TestListPayloadValues(t *testing.T) {
 		"plain.txt": "text/plain", "UPPER.PNG": "image/png", "<a>&b.html": "text/html",
 		`q"b\s.json`: "application/json", "ctl\x01\x1f.go": "text/x-go", "ls\u2028ps\u2029.md": "text/markdown",
 		"emoji-\U0001F600.csv": "text/csv",
-		"noext": "application/octet-stream", "trail.": "application/octet-stream",
+		"noext":                "application/octet-stream", "trail.": "application/octet-stream",
 		"sub": "application/octet-stream", "ln": "application/octet-stream", "pipe": "application/octet-stream",
 	}
 	if fmt.Sprint(mime) != fmt.Sprint(want) {
