@@ -20,7 +20,9 @@ import (
 //
 //   - blocked when an entry without '/' equals the requested name or the
 //     base name of the resolved path or target, or an absolute entry (or
-//     its symlink target) equals the resolved path or target;
+//     its symlink target) equals the resolved path or target, or an entry
+//     (a bare one as PATH resolves it) is the same file (device and inode)
+//     as the resolved executable, which covers hard links;
 //   - when allowed_commands is restricted, allowed only when an entry
 //     without '/' equals the requested name or resolves through PATH to
 //     the same path or target, or an absolute entry (or its symlink
@@ -77,17 +79,38 @@ func isExecutable(p string) bool {
 }
 
 func (s *Spawner) blocked(name, path, real string) bool {
+	var exe os.FileInfo // stat of the resolved executable, on first need
 	for _, e := range s.cfg.BlockedCommands {
 		if e == "" {
 			continue
 		}
+		entry := e
 		if !strings.Contains(e, "/") {
 			if e == name || e == filepath.Base(path) || e == filepath.Base(real) {
 				return true
 			}
+			p, ok := s.lookPath(e)
+			if !ok {
+				continue
+			}
+			entry = p
+		} else if s.samePath(e, path, real) {
+			return true
+		}
+		// The same file under another name (a hard link, or a path the
+		// names above do not show) is blocked too. A copy is a different
+		// file and is not (docs/PROCESS.md, "Command policy").
+		if !filepath.IsAbs(entry) {
 			continue
 		}
-		if s.samePath(e, path, real) {
+		if exe == nil {
+			st, err := os.Stat(path)
+			if err != nil {
+				continue
+			}
+			exe = st
+		}
+		if st, err := os.Stat(entry); err == nil && os.SameFile(st, exe) {
 			return true
 		}
 	}

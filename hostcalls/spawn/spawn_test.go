@@ -368,6 +368,20 @@ func TestCommandPolicy(t *testing.T) {
 	copyDir := t.TempDir()
 	fake := filepath.Join(copyDir, "printf")
 	os.Symlink("/usr/bin/cat", fake)
+	// A tool and a hard link to it under another name and directory, and
+	// a byte-for-byte copy (a different file).
+	toolDir, linkDir := t.TempDir(), t.TempDir()
+	tool, alias, clone := filepath.Join(toolDir, "tool"), filepath.Join(linkDir, "alias"), filepath.Join(linkDir, "clone")
+	script := []byte("#!/bin/sh\nexit 0\n")
+	if err := os.WriteFile(tool, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(tool, alias); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(clone, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	empty := []string{}
 	some := []string{"printf", "/usr/bin/env"}
 	all := []string{"all"}
@@ -391,10 +405,19 @@ func TestCommandPolicy(t *testing.T) {
 		{"blocked by target base name", nil, []string{"cat"}, fake, false},
 		{"block wins over allow", &some, []string{"printf"}, "printf", false},
 		{"block other", nil, []string{"rm"}, "true", true},
+		{"blocked path covers a hard link", nil, []string{tool}, alias, false},
+		{"blocked path covers itself", nil, []string{tool}, tool, false},
+		{"a copy is another file", nil, []string{tool}, clone, true},
+		{"blocked name covers a hard link of its PATH file", nil, []string{"tool"}, alias, false},
+		{"blocked name does not cover a copy", nil, []string{"tool"}, clone, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, func(cfg *Config) { cfg.AllowedCommands = c.allowed; cfg.BlockedCommands = c.blocked })
+			f := newFixture(t, func(cfg *Config) {
+				cfg.AllowedCommands, cfg.BlockedCommands = c.allowed, c.blocked
+				// toolDir is on PATH, so the bare name "tool" resolves there.
+				cfg.Env = append([]string{"PATH=" + toolDir + ":/usr/bin:/bin"}, "HOME="+toolDir, "LANG=C.UTF-8")
+			})
 			_, err := f.run(req("p", c.argv0, "x"))
 			if c.ok && err != nil {
 				t.Fatalf("refused: %v", err)
