@@ -219,9 +219,20 @@ func TestCancelFromAnotherSessionGeneration(t *testing.T) {
 	// the run; its receipt says cancelled.
 	cancel()
 	<-done
-	rc, perr := e.invoke(context.Background(), protocol.MethodProcessGet, map[string]any{"nodeId": "n1", "processId": "gen"})
-	if perr != nil || rc.State != protocol.ProcessStateCancelled || rc.ExitCode == nil || *rc.ExitCode != -9 {
-		t.Fatalf("after the request ended: %+v %v", rc, perr)
+	// The request returns as soon as it ends; the kill, the reap and the
+	// terminal receipt follow asynchronously, so wait (bounded) for them.
+	// The run must end cancelled, never completed.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rc, perr := e.invoke(context.Background(), protocol.MethodProcessGet, map[string]any{"nodeId": "n1", "processId": "gen"})
+		if perr == nil && rc.State == protocol.ProcessStateRunning && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if perr != nil || rc.State != protocol.ProcessStateCancelled || rc.ExitCode == nil || *rc.ExitCode != -9 {
+			t.Fatalf("after the request ended: %+v %v", rc, perr)
+		}
+		break
 	}
 }
 
