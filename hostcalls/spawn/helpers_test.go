@@ -194,3 +194,29 @@ func alive(pid int) bool {
 	f := strings.Fields(s[i+1:])
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
+
+// settled polls cond for up to 5 s. SIGKILL is asynchronous: once it is
+// queued the process runs no more user code, but it leaves /proc (or turns
+// zombie) only when the kernel next schedules it, which on a loaded
+// machine can be some milliseconds after the receipt is settled.
+func settled(cond func() bool) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
+// gone waits (bounded) until pid is no longer alive.
+func gone(pid int) bool { return settled(func() bool { return !alive(pid) }) }
+
+// groupGone waits (bounded) until process group pgid has no live member
+// and returns the members still alive at the end.
+func groupGone(t *testing.T, pgid int) []int {
+	var live []int
+	settled(func() bool { live = liveInGroup(t, pgid); return len(live) == 0 })
+	return live
+}

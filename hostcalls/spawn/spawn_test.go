@@ -182,7 +182,7 @@ func TestOutputCapIsCombined(t *testing.T) {
 		len(rc.Stdout)+len(rc.Stderr) != 100 {
 		t.Fatalf("flood: %+v (%d+%d bytes)", rc, len(rc.Stdout), len(rc.Stderr))
 	}
-	if live := liveInGroup(t, h.r.pgid); len(live) != 0 {
+	if live := groupGone(t, h.r.pgid); len(live) != 0 {
 		t.Fatalf("group members alive after overflow: %v", live)
 	}
 	if h.r.terminal.Reason != reasonOverflow {
@@ -216,10 +216,10 @@ func TestTimeoutKillsGroupHoldingStdout(t *testing.T) {
 		t.Fatalf("receipt %+v", rc)
 	}
 	gpid, _ := strconv.Atoi(strings.TrimSpace(string(rc.Stdout)))
-	if gpid <= 0 || alive(gpid) {
+	if gpid <= 0 || !gone(gpid) {
 		t.Fatalf("grandchild %d still alive (stdout %q)", gpid, rc.Stdout)
 	}
-	if live := liveInGroup(t, h.r.pgid); len(live) != 0 {
+	if live := groupGone(t, h.r.pgid); len(live) != 0 {
 		t.Fatalf("group %d still has %v", h.r.pgid, live)
 	}
 	if h.r.terminal.Reason != reasonTimeout {
@@ -245,10 +245,10 @@ func TestGrandchildHoldingPipeAfterExitCannotHangWait(t *testing.T) {
 		t.Fatalf("receipt %+v", rc)
 	}
 	gpid, _ := strconv.Atoi(strings.TrimSpace(string(rc.Stdout)))
-	if gpid <= 0 || alive(gpid) {
+	if gpid <= 0 || !gone(gpid) {
 		t.Fatalf("grandchild %d alive", gpid)
 	}
-	if live := liveInGroup(t, h.r.pgid); len(live) != 0 {
+	if live := groupGone(t, h.r.pgid); len(live) != 0 {
 		t.Fatalf("group still has %v", live)
 	}
 }
