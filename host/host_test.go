@@ -282,7 +282,9 @@ func TestCapabilityCeiling(t *testing.T) {
 }
 
 func TestRateLimitSixthCall(t *testing.T) {
-	f := newFixture(t, host.Config{RateRules: []host.RateRule{{Module: "testmod", HostCall: "test.ping", PerSecond: 5, Burst: 5}}})
+	f := newFixture(t, host.Config{RateRules: []host.RateRule{{Module: "testmod", HostCall: "test.ping", PerSecond: 0.001, Burst: 5}}})
+	// A refill rate far below one call per test run: the bucket holds
+	// exactly its burst however slowly the six calls run.
 	for i := 1; i <= 5; i++ {
 		if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
 			t.Fatalf("call %d: %v", i, perr)
