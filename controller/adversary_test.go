@@ -320,10 +320,11 @@ func TestAdvResultRacingTheDeadline(t *testing.T) {
 	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
 	op := connectOperator(t, s.url, adminToken)
 	// Hold the result between taking the call and delivering it until
-	// past the 200 ms deadline of mSlow.
-	hook := func() { time.Sleep(400 * time.Millisecond) }
+	// past the 1.5 s deadline of mRace (long enough that the result
+	// reaches the take before the deadline even on a loaded machine).
+	hook := func() { time.Sleep(1800 * time.Millisecond) }
 	s.hookAfterTake.Store(&hook)
-	f := op.call(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": "late"})
+	f := op.call(mRace, map[string]any{"nodeId": nodeIDOf("worker-1"), "value": "late"})
 	if !f.OK || !bytes.Contains(f.Payload, []byte(`"value":"late"`)) {
 		t.Fatalf("caller: %s", f.raw)
 	}

@@ -21,6 +21,7 @@ import (
 const (
 	mEcho    = "node.fs.zztest.echo"       // admin, default deadline
 	mSlow    = "node.fs.zztest.slow"       // admin, 200 ms broker deadline
+	mRace    = "node.fs.zztest.race"       // admin, 1.5 s broker deadline
 	mNoGen   = "node.process.zztest.nogen" // admin, NoGenericInvoke
 	mProof   = "node.secrets.zztest.proof" // admin, RecheckSession when params.proof
 	mNoScope = "node.zztest.noscope"       // registered but without a scope rule
@@ -46,6 +47,8 @@ func init() {
 	protocol.RegisterMethod(protocol.MethodSpec{Name: mEcho, Version: 1, Validate: validateEcho})
 	protocol.RegisterMethod(protocol.MethodSpec{Name: mSlow, Version: 1, Validate: validateEcho,
 		Deadline: func(json.RawMessage) time.Duration { return 200 * time.Millisecond }})
+	protocol.RegisterMethod(protocol.MethodSpec{Name: mRace, Version: 1, Validate: validateEcho,
+		Deadline: func(json.RawMessage) time.Duration { return 1500 * time.Millisecond }})
 	protocol.RegisterMethod(protocol.MethodSpec{Name: mNoGen, Version: 1, Validate: validateEcho, NoGenericInvoke: true})
 	protocol.RegisterMethod(protocol.MethodSpec{Name: mProof, Version: 1, Validate: validateEcho,
 		RecheckSession: func(p json.RawMessage) bool {
@@ -290,7 +293,7 @@ type fakeNode struct {
 }
 
 func defaultMethods() map[string]int {
-	return map[string]int{mEcho: 1, mSlow: 1, mNoGen: 1, mProof: 1, "node.host.info": 1}
+	return map[string]int{mEcho: 1, mSlow: 1, mRace: 1, mNoGen: 1, mProof: 1, "node.host.info": 1}
 }
 
 func connectNode(t testing.TB, url, token string, adv protocol.NodeAdvertise, handle func(protocol.InvokeRequest) (any, *protocol.Error, bool)) *fakeNode {
