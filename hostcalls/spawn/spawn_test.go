@@ -200,10 +200,13 @@ func TestPayloadBudgetCapsOutput(t *testing.T) {
 }
 
 func TestTimeoutKillsGroupHoldingStdout(t *testing.T) {
-	f := newFixture(t, nil)
+	// Margins for a loaded machine: the shell must print the grandchild's
+	// pid before the timeout, and the killed grandchild must close stdout
+	// within WaitDelay for the output to count as complete.
+	f := newFixture(t, func(cfg *Config) { cfg.WaitDelay = 2 * time.Second })
 	// The child forks a grandchild that holds stdout, then waits too.
 	r := req("grandchild", "sh", "-c", "sleep 30 & echo $!; sleep 30")
-	r.timeout = 300 * time.Millisecond
+	r.timeout = 2 * time.Second
 	h, _, err := f.s.Start(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -694,11 +697,8 @@ func TestRestartMakesActiveOutcomeUnknownAndNeverReruns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if b, _ := os.ReadFile(filepath.Join(f.root, "count")); len(b) > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !settled(func() bool { b, _ := os.ReadFile(filepath.Join(f.root, "count")); return len(b) > 0 }) {
+		t.Fatal("the command never ran")
 	}
 	// "SIGKILL the worker": the store handle goes away with the run still
 	// recorded as running; the orphan is killed by hand afterwards.
