@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -118,9 +119,25 @@ func runPaired(t *testing.T, c *realController, rec *worker.NodeRecord, f *fakeD
 	result := make(chan error, 1)
 	finished := make(chan struct{})
 	go func() { result <- w.Run(ctx); close(finished) }()
-	stop = func() { cancel(); <-finished }
+	stop = func() {
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Errorf("worker Run did not return within 30 s of its cancel:\n%s", buf[:runtime.Stack(buf, true)])
+		}
+	}
 	t.Cleanup(stop)
 	return result, stop
+}
+
+// pairCtx bounds one Pair call, so a stuck pairing fails the test with its
+// error instead of hanging the suite.
+func pairCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func waitOnline(t *testing.T, op *client.Conn, nodeID string, want bool) {
@@ -150,7 +167,7 @@ func TestPairStoreRestartRepair(t *testing.T) {
 	onCode, codes := approver(t, c)
 	cfg := pairCfg(c, store, "  worker-1 ")
 	cfg.OnCode = onCode
-	rec, err := worker.Pair(context.Background(), cfg)
+	rec, err := worker.Pair(pairCtx(t), cfg)
 	if err != nil {
 		t.Fatalf("Pair: %v", err)
 	}
@@ -189,7 +206,7 @@ func TestPairStoreRestartRepair(t *testing.T) {
 	// the old token refused.
 	cfg = pairCfg(c, store, "")
 	cfg.Existing = rec
-	rec2, err := worker.Pair(context.Background(), cfg)
+	rec2, err := worker.Pair(pairCtx(t), cfg)
 	if err != nil {
 		t.Fatalf("re-pair: %v", err)
 	}
@@ -210,13 +227,13 @@ func TestPairStoreRestartRepair(t *testing.T) {
 	legacy.RecoveryCredential = ""
 	cfg = pairCfg(c, store, "")
 	cfg.Existing = &legacy
-	if _, err := worker.Pair(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "--repair --node-id") {
+	if _, err := worker.Pair(pairCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "--repair --node-id") {
 		t.Fatalf("legacy without --repair: %v", err)
 	}
 	onCode, _ = approver(t, c)
 	cfg = pairCfg(c, store, "")
 	cfg.Repair, cfg.NodeID, cfg.OnCode = true, rec.NodeID, onCode
-	rec3, err := worker.Pair(context.Background(), cfg)
+	rec3, err := worker.Pair(pairCtx(t), cfg)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
@@ -234,7 +251,7 @@ func TestRepairClosesOldSession(t *testing.T) {
 	onCode, _ := approver(t, c)
 	cfg := pairCfg(c, store, "worker-2")
 	cfg.OnCode = onCode
-	rec, err := worker.Pair(context.Background(), cfg)
+	rec, err := worker.Pair(pairCtx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +259,7 @@ func TestRepairClosesOldSession(t *testing.T) {
 	waitOnline(t, c.operator(t), rec.NodeID, true)
 	cfg = pairCfg(c, store, "")
 	cfg.Existing = rec
-	if _, err := worker.Pair(context.Background(), cfg); err != nil {
+	if _, err := worker.Pair(pairCtx(t), cfg); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -276,7 +293,7 @@ func TestPairResumesAfterInterruption(t *testing.T) {
 	// The restarted join resumes: approved, a fresh challenge, a session.
 	cfg = pairCfg(c, store, "worker-3")
 	cfg.OnCode = func(code string, _ time.Time) { t.Errorf("code shown again: %s", code) }
-	rec, err := worker.Pair(context.Background(), cfg)
+	rec, err := worker.Pair(pairCtx(t), cfg)
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -297,18 +314,18 @@ func TestPairOperatorCredentialErrorsDoNotEcho(t *testing.T) {
 	c := startController(t, t.TempDir(), "")
 	cfg := pairCfg(c, store, "worker-4")
 	cfg.OperatorToken = ""
-	if _, err := worker.Pair(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "LEMON_NODE_OPERATOR_TOKEN") {
+	if _, err := worker.Pair(pairCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "LEMON_NODE_OPERATOR_TOKEN") {
 		t.Fatalf("missing token: %v", err)
 	}
 	const wrong = "wrong-operator-token-xyz"
 	cfg.OperatorToken = wrong
-	_, err := worker.Pair(context.Background(), cfg)
+	_, err := worker.Pair(pairCtx(t), cfg)
 	var pe *worker.PairError
 	if !errors.As(err, &pe) || strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), "not accept") {
 		t.Fatalf("wrong token: %v", err)
 	}
 	cfg.ControllerURL = "ws://10.1.2.3:7777/ws"
-	if _, err := worker.Pair(context.Background(), cfg); !errors.Is(err, worker.ErrInsecureController) {
+	if _, err := worker.Pair(pairCtx(t), cfg); !errors.Is(err, worker.ErrInsecureController) {
 		t.Fatalf("insecure: %v", err)
 	}
 }

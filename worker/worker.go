@@ -317,10 +317,12 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		s.nodeID = hello.Auth.NodeID
 	}
 	s.limit = min(w.cfg.MaxPayload, conn.MaxPayload())
-	// Invocations that arrived before Dial returned start now.
+	// The log line comes first, so whoever sees this session serve a call
+	// also finds the line. Invocations that arrived before Dial returned
+	// start now.
+	w.log.Info("connected to controller", "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
 	close(s.readyCh)
 	connectedAt := time.Now()
-	w.log.Info("connected to controller", "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
 	if w.cfg.OnConnected != nil {
 		w.cfg.OnConnected(hello)
 	}

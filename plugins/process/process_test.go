@@ -205,6 +205,9 @@ func TestCancelFromAnotherSessionGeneration(t *testing.T) {
 		if rc.State == protocol.ProcessStateRunning {
 			break
 		}
+		if ctx.Err() != nil {
+			t.Fatal("the run never reached running")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	args, _ := json.Marshal(map[string]any{"nodeId": "n1", "processId": "gen"})
