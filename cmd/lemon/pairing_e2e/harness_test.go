@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"lemon/host/hosttest"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -95,8 +96,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, root: t.TempDir(), secrets: map[string]string{}}
 	h.opToken = "lop_" + randHex(24)
 	h.addSecret("operator token", h.opToken)
-	h.port = freePort(t)
-	h.url = fmt.Sprintf("ws://127.0.0.1:%d/ws", h.port)
+	h.setPort(freePort(t))
 	h.stateDir = filepath.Join(h.root, "controller-state")
 	// Registered first, so it runs after every process has been stopped.
 	t.Cleanup(h.checkNoSecrets)
@@ -109,14 +109,83 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// Controller ports. The controller is a subprocess, so the port must be
+// chosen here, closed, and bound again by it — and bound again after every
+// restartController, whose nodes reconnect to the same URL. A port from
+// bind(0) is taken from the kernel's ephemeral range, which every other
+// process's bind(0) (other test packages run concurrently) and every
+// outgoing connect() draw from too: one of them can be handed the port in
+// either gap, and the controller then cannot listen. freePort therefore
+// picks at random below the lower bound of
+// /proc/sys/net/ipv4/ip_local_port_range, which the kernel never hands
+// out automatically; only a process naming that exact port could take it.
+// A trial listen skips ports in use, and ports remembers what this process
+// handed out so two harnesses never share one. startController still
+// retries the residual case (see there). Where the range leaves too little
+// room below it, freePort falls back to bind(0).
+const (
+	lowPortFloor = 10000 // stay clear of the well-known and common service ports
+	minLowPorts  = 1000  // fewer candidates than this: use bind(0)
+)
+
+var ports struct {
+	sync.Mutex
+	used map[int]bool
+}
+
+// ephemeralLow is the lower bound of the kernel's automatic port range
+// (0 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 0
+	}
+	return lo
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.used == nil {
+		ports.used = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	try := func(addr string) int {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return 0
+		}
+		defer ln.Close()
+		p := ln.Addr().(*net.TCPAddr).Port
+		if ports.used[p] {
+			return 0
+		}
+		ports.used[p] = true
+		return p
+	}
+	if lo := ephemeralLow(); lo-lowPortFloor >= minLowPorts {
+		for range 200 {
+			if p := try(fmt.Sprintf("127.0.0.1:%d", lowPortFloor+mrand.IntN(lo-lowPortFloor))); p != 0 {
+				return p
+			}
+		}
+	}
+	for range 20 {
+		if p := try("127.0.0.1:0"); p != 0 {
+			return p
+		}
+	}
+	t.Fatal("no free loopback port")
+	return 0
+}
+
+func (h *harness) setPort(port int) {
+	h.port = port
+	h.url = fmt.Sprintf("ws://127.0.0.1:%d/ws", h.port)
 }
 
 func (h *harness) addSecret(kind, v string) {
@@ -273,6 +342,17 @@ func (p *proc) kill() {
 // waitFor waits until the output matches re and returns the submatches.
 func (p *proc) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
 	p.t.Helper()
+	m := p.waitForOrExit(re, timeout)
+	if m == nil {
+		p.t.Fatalf("%s exited before printing %q\n%s", p.name, re, p.out.String())
+	}
+	return m
+}
+
+// waitForOrExit is waitFor that returns nil if the process exits without
+// printing a match.
+func (p *proc) waitForOrExit(re *regexp.Regexp, timeout time.Duration) []string {
+	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		exited := p.exited()
@@ -280,7 +360,7 @@ func (p *proc) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
 			return m
 		}
 		if exited {
-			p.t.Fatalf("%s exited before printing %q\n%s", p.name, re, p.out.String())
+			return nil
 		}
 		if time.Now().After(deadline) {
 			p.t.Fatalf("%s did not print %q in %s\n%s", p.name, re, timeout, p.out.String())
@@ -293,13 +373,43 @@ func (p *proc) count(substr string) int { return strings.Count(p.out.String(), s
 
 // startController runs `lemon controller` on the harness's port and state
 // directory and waits until it listens.
+//
+// If the controller cannot bind the port (it exits with "cannot listen on
+// ADDR"; it does not print the cause, which on loopback is "address in
+// use"), the first start of a harness moves to a fresh port — nothing has
+// used h.url yet — and any later start (a restart, whose nodes reconnect
+// to h.url) retries the same port for up to rebindWait.
 func (h *harness) startController(extra ...string) *proc {
 	h.t.Helper()
+	const (
+		firstStartTries = 5
+		rebindWait      = 5 * time.Second
+	)
 	env := baseEnv(filepath.Join(h.root, "controller-home"), "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+h.opToken)
-	args := append([]string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", h.port), "--state", h.stateDir}, extra...)
-	h.ctl = h.start("lemon controller", env, args...)
-	h.ctl.waitFor(regexp.MustCompile(`listening on `+regexp.QuoteMeta(h.url)), startWait)
-	return h.ctl
+	first := h.ctl == nil
+	deadline := time.Now().Add(rebindWait)
+	for try := 1; ; try++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", h.port)
+		args := append([]string{"controller", "--listen", addr, "--state", h.stateDir}, extra...)
+		p := h.start("lemon controller", env, args...)
+		if p.waitForOrExit(regexp.MustCompile(`listening on `+regexp.QuoteMeta(h.url)), startWait) != nil {
+			h.ctl = p
+			return p
+		}
+		out := p.out.String()
+		if !strings.Contains(out, "cannot listen on "+addr) {
+			h.t.Fatalf("%s exited before listening\n%s", p.name, out)
+		}
+		switch {
+		case first && try < firstStartTries:
+			h.t.Logf("controller could not listen on %s; moving to another port", addr)
+			h.setPort(freePort(h.t))
+		case !first && time.Now().Before(deadline):
+			time.Sleep(100 * time.Millisecond)
+		default:
+			h.t.Fatalf("controller could not listen on %s (%d tries)\n%s", addr, try, out)
+		}
+	}
 }
 
 // restartController stops the controller (SIGTERM, clean exit) and starts

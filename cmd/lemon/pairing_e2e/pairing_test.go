@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"lemon/protocol"
+	"lemon/worker"
 )
 
 // TestPairRestartReconnect: a node pairs (`lemon node join --pair`, then
@@ -268,8 +269,9 @@ type writeOutcome struct {
 // writeMany sends node.fs.write for files prefix-NNN (relative paths land
 // in the answering worker's default cwd) from 4 concurrent callers, until
 // at least min calls are done and, when both is set, both workers have
-// answered (at most max calls).
-func (h *harness) writeMany(nodeID, prefix string, min, max int, dirs []string, both bool) []writeOutcome {
+// answered or until has passed (at most max calls): with both, once min
+// calls are started no call is started after until.
+func (h *harness) writeMany(nodeID, prefix string, min, max int, dirs []string, both bool, until time.Time) []writeOutcome {
 	h.t.Helper()
 	c := h.operator()
 	out := make([]writeOutcome, max)
@@ -280,7 +282,7 @@ func (h *harness) writeMany(nodeID, prefix string, min, max int, dirs []string, 
 		if next < min {
 			return false
 		}
-		return !both || (answered[dirs[0]] > 0 && answered[dirs[1]] > 0)
+		return !both || (answered[dirs[0]] > 0 && answered[dirs[1]] > 0) || !time.Now().Before(until)
 	}
 	var wg sync.WaitGroup
 	for range 4 {
@@ -341,11 +343,24 @@ func TestCloneNeverServedTwice(t *testing.T) {
 	}
 	b := h.newNodeHome("machine-b")
 	writeRecordFile(t, b, rec.NodeID, file)
+	// A replaced worker waits between half and all of its longest backoff
+	// before taking the identity back (worker.Run, res.replaced); `lemon
+	// node join` leaves worker.Config.Backoff at its defaults (30 s cap),
+	// so a stays away for at least holdOff = 15 s after the controller
+	// replaces it. takeover is taken before b even starts, so it is a lower
+	// bound of that moment: until takeover+holdOff only b may serve. The
+	// writes stop starting at takeover+observe (10 s), leaving 5 s for the
+	// calls in flight to be routed; 200 writes are always made (they take
+	// well under the remaining window even on a loaded machine).
+	holdOff := worker.Backoff{}.Ceiling(64) / 2
+	observe := holdOff * 2 / 3
+	takeover := time.Now()
 	nb := h.startNode("node b (clone)", b, "worker-1", false)
 	nb.waitFor(regexp.MustCompile("connected to controller"), onlineWait)
 
 	dirs := []string{a.cwd, b.cwd}
-	res := h.writeMany(rec.NodeID, "clone", 200, 2000, dirs, true)
+	res := h.writeMany(rec.NodeID, "clone", 200, 2000, dirs, true, takeover.Add(observe))
+	writePhase := time.Since(takeover)
 	okBy := map[string]int{}
 	failed := 0
 	for _, o := range res {
@@ -372,7 +387,8 @@ func TestCloneNeverServedTwice(t *testing.T) {
 	// to all of the longest backoff before taking the identity back, so
 	// the copies do not keep swapping: b answers, a executes nothing.
 	if okBy[b.cwd] == 0 || okBy[a.cwd] != 0 {
-		t.Fatalf("the replaced worker must back off while the newer one serves: a %d, b %d, failed %d", okBy[a.cwd], okBy[b.cwd], failed)
+		t.Fatalf("the replaced worker must back off (at least %s) while the newer one serves: a %d, b %d, failed %d; write phase ended %s after b started",
+			holdOff, okBy[a.cwd], okBy[b.cwd], failed, writePhase.Round(time.Millisecond))
 	}
 	// Each worker's own audit log: one fs.write host call per request it
 	// executed, at least one per file it holds.
@@ -385,8 +401,8 @@ func TestCloneNeverServedTwice(t *testing.T) {
 	if auditA < filesA || auditB < filesB || auditA+auditB > len(res) {
 		t.Fatalf("audit a %d (files %d), b %d (files %d), requests %d", auditA, filesA, auditB, filesB, len(res))
 	}
-	t.Logf("%d writes with two workers on one identity: a answered %d, b %d, %d failed over with node_disconnected/node_offline; swaps: a connected %d times, b %d",
-		len(res), okBy[a.cwd], okBy[b.cwd], failed, na.count("connected to controller"), nb.count("connected to controller"))
+	t.Logf("%d writes with two workers on one identity (write phase ended %s after b started; hold-off %s): a answered %d, b %d, %d failed over with node_disconnected/node_offline; swaps: a connected %d times, b %d",
+		len(res), writePhase.Round(time.Millisecond), holdOff, okBy[a.cwd], okBy[b.cwd], failed, na.count("connected to controller"), nb.count("connected to controller"))
 
 	// Machine a re-pairs: b's copy now holds a revoked session.
 	na2 := h.startNode("node a (re-pair)", a, "worker-1", true)
@@ -397,7 +413,7 @@ func TestCloneNeverServedTwice(t *testing.T) {
 	h.loadRecord(a, rec.NodeID)
 	h.waitOnline(rec.NodeID, na2)
 	auditB = nb.count("method=node.fs.write")
-	res = h.writeMany(rec.NodeID, "stale", 100, 100, dirs, false)
+	res = h.writeMany(rec.NodeID, "stale", 100, 100, dirs, false, time.Time{})
 	for _, o := range res {
 		if o.dir != a.cwd {
 			t.Errorf("%s: answered by %q (%s %s), want the current session on a", o.path, o.dir, o.code, o.domain)
@@ -509,10 +525,18 @@ func TestExpiredSessionRepairKeepsID(t *testing.T) {
 	const ttl = 2 * time.Second
 	h.startController("--session-ttl", ttl.String())
 	a := h.newNodeHome("machine-a")
+	// The controller sets expires = (its clock at the challenge exchange,
+	// in whole ms) + ttl. The exchange happens somewhere between before and
+	// after, however long starting the node and `lemon nodes approve` take
+	// under load, so the stored expiry is bounded by both, in ms (UnixMilli
+	// truncates, as the controller's clock does).
 	before := time.Now()
 	n1, rec := h.pairNew("node a", a, "worker-exp")
-	if d := time.UnixMilli(rec.SessionExpiresAtMs).Sub(before); d <= 0 || d > ttl+time.Second {
-		t.Fatalf("session lifetime %s with --session-ttl %s", d, ttl)
+	after := time.Now()
+	lo, hi := before.UnixMilli()+ttl.Milliseconds(), after.UnixMilli()+ttl.Milliseconds()
+	if exp := rec.SessionExpiresAtMs; exp < lo || exp > hi {
+		t.Fatalf("session expires at %d ms, want within [%d, %d] (exchange time + --session-ttl %s; pairing took %s)",
+			exp, lo, hi, ttl, after.Sub(before))
 	}
 	n1.stop()
 	time.Sleep(time.Until(time.UnixMilli(rec.SessionExpiresAtMs)) + 100*time.Millisecond)
