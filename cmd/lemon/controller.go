@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -16,11 +18,16 @@ import (
 )
 
 func init() {
-	register("controller", "run the controller (/ws for operators and nodes)", runController)
+	register("controller", "run the controller (/ws for operators and nodes)", func(args []string) int {
+		return runController(args, os.Getenv, os.Stderr)
+	})
 }
 
-func runController(args []string) int {
+// runController is `lemon controller`: it serves until SIGINT or SIGTERM.
+// Messages go to stderr; the exit code is 0, 1 (failure) or 2 (usage).
+func runController(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lemon controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to listen on (default: policy listen, else 127.0.0.1:7777)")
 	policyFile := fs.String("policy", "", "controller policy TOML file")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate file (serve wss://)")
@@ -32,24 +39,24 @@ func runController(args []string) int {
 		return 2
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "lemon controller: unexpected arguments")
+		fmt.Fprintln(stderr, "lemon controller: unexpected arguments")
 		return 2
 	}
 	pol := &policies.Controller{}
 	if *policyFile != "" {
 		p, err := policies.LoadController(*policyFile)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 			return 1
 		}
 		pol = p
 	} else if err := pol.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1
 	}
 	if *tlsCert != "" || *tlsKey != "" {
 		if *tlsCert == "" || *tlsKey == "" {
-			fmt.Fprintln(os.Stderr, "lemon controller: --tls-cert and --tls-key go together")
+			fmt.Fprintln(stderr, "lemon controller: --tls-cert and --tls-key go together")
 			return 2
 		}
 		pol.TLS = policies.ControllerTLS{CertFile: *tlsCert, KeyFile: *tlsKey}
@@ -67,9 +74,9 @@ func runController(args []string) int {
 	if addr == "" {
 		addr = "127.0.0.1:7777"
 	}
-	cfg, err := controller.FromPolicy(pol, os.Getenv)
+	cfg, err := controller.FromPolicy(pol, getenv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1
 	}
 	cfg.Version = version.Version
@@ -80,28 +87,28 @@ func runController(args []string) int {
 		// this binary.
 		m, mods, err := defaultset.Load()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 			return 1
 		}
 		if cfg.ModuleSet, err = controller.NewModuleSet(m, mods); err != nil {
-			fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 			return 1
 		}
 	}
 	srv, err := controller.New(cfg)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "lemon controller: cannot listen on %s\n", addr)
+		fmt.Fprintf(stderr, "lemon controller: cannot listen on %s: %v\n", addr, listenReason(err))
 		return 1
 	}
 	if len(cfg.Operators) == 0 && !controller.IsLoopback(ln.Addr()) {
 		ln.Close()
-		fmt.Fprintf(os.Stderr, "lemon controller: refusing to listen on non-loopback %s without operator authentication (set %s or add [[operators]] to the policy)\n",
+		fmt.Fprintf(stderr, "lemon controller: refusing to listen on non-loopback %s without operator authentication (set %s or add [[operators]] to the policy)\n",
 			addr, controller.EnvOperatorToken)
 		return 1
 	}
@@ -109,12 +116,23 @@ func runController(args []string) int {
 	if cfg.TLS != nil {
 		scheme = "wss"
 	}
-	fmt.Fprintf(os.Stderr, "lemon controller: listening on %s://%s/ws\n", scheme, ln.Addr())
+	fmt.Fprintf(stderr, "lemon controller: listening on %s://%s/ws\n", scheme, ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := srv.Serve(ctx, ln); err != nil {
-		fmt.Fprintf(os.Stderr, "lemon controller: %v\n", err)
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// listenReason is the operating system's reason a listen failed ("bind:
+// address already in use", "bind: permission denied"), without Go's
+// "listen tcp ADDR:" prefix the caller already prints.
+func listenReason(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
 }

@@ -135,7 +135,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		srv.Close()
-		return fail(fmt.Errorf("cannot listen on %s", *listen))
+		return fail(fmt.Errorf("cannot listen on %s: %v", *listen, listenReason(err)))
 	}
 	if !controller.IsLoopback(ln.Addr()) {
 		ln.Close()
