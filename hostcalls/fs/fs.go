@@ -257,6 +257,7 @@ func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, e
 		err error
 	}
 	ch := make(chan result, 1)
+	hook := f.testHook // read by the caller, so a test may swap it between requests
 	go func() {
 		f.life.RLock()
 		defer f.life.RUnlock()
@@ -264,8 +265,8 @@ func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, e
 			ch <- result{nil, protocol.FSError(protocol.DomainFilesystemBusy)}
 			return
 		}
-		if f.testHook != nil {
-			f.testHook(op)
+		if hook != nil {
+			hook(op)
 		}
 		v, err := fn()
 		ch <- result{v, err}
