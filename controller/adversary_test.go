@@ -469,7 +469,7 @@ func TestAdvStalledPairingWaiterDoesNotStallRegistry(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	approver := connectOperator(t, url, pairToken)
+	approver := connectOperator(t, url, approverToken)
 	approved := approver.start(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code})
 	time.Sleep(50 * time.Millisecond) // let the approval reach the notification
 	reader := connectOperator(t, url, readToken)

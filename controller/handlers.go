@@ -9,16 +9,18 @@ import (
 )
 
 // controllerMethods are the operator methods the controller serves itself,
-// with the scope each needs.
+// with the scope each needs (the same as protocol.RequiredScope). A
+// joining host's operator.pairing can request and poll a pairing but not
+// decide one (docs/THREAT_MODEL.md).
 var controllerMethods = map[string]string{
 	protocol.MethodNodeList:         protocol.ScopeRead,
 	protocol.MethodNodeDescribe:     protocol.ScopeRead,
 	protocol.MethodNodeInvoke:       protocol.ScopeAdmin,
 	protocol.MethodNodeRename:       protocol.ScopeWrite,
 	protocol.MethodPairRequest:      protocol.ScopePairing,
-	protocol.MethodPairApprove:      protocol.ScopePairing,
-	protocol.MethodPairReject:       protocol.ScopePairing,
-	protocol.MethodPairList:         protocol.ScopePairing,
+	protocol.MethodPairApprove:      protocol.ScopeApprovals,
+	protocol.MethodPairReject:       protocol.ScopeApprovals,
+	protocol.MethodPairList:         protocol.ScopeApprovals,
 	protocol.MethodConnectChallenge: protocol.ScopePairing,
 }
 

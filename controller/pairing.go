@@ -13,19 +13,36 @@ import (
 	"lemon/protocol"
 )
 
-// Pairing (DESIGN §3, spec "Joining a Named Execution Node"); the flow is
-// described on protocol/pairing.go. Decisions made here:
+// Pairing; the flow is described on protocol/pairing.go and the trust
+// rules in docs/THREAT_MODEL.md. Decisions made here:
+//   - operator.pairing requests and polls; deciding needs
+//     operator.approvals (or admin) on a connection that never requested
+//     or resumed the pairing.
 //   - A recovery request (nodeId + a valid recovery credential) is approved
-//     at once: the credential proves the identity and the requester already
-//     holds operator.pairing. New nodes and repairs wait for an operator.
+//     at once: the credential proves the identity. A new node requested
+//     with a credential holding operator.admin is approved at once (its
+//     holder could approve it anyway). Everything else waits for an
+//     approver; a repair is never approved automatically, is refused for
+//     a node that holds a recovery credential, and approving one that
+//     would revoke a live session needs operator.admin.
+//   - The recovery credential rotates at every connect.challenge; a
+//     recovery pairing completes only if the credential it was requested
+//     with is still the node's current one.
 //   - An approved new pairing reserves its name until it completes or
 //     expires; the node record is created when the challenge is exchanged,
 //     so an abandoned approval leaves no ghost node.
 //   - Approval restarts the pairing's PairingTTL, so the requester has the
 //     full window to collect its challenge.
+//   - Live pairings are bounded per requesting credential
+//     (protocol.MaxPendingPairingsPerCredential) and in all
+//     (MaxPendingPairings).
 
 // MaxPendingPairings bounds the pairing records kept at once.
-const MaxPendingPairings = 1000
+const MaxPendingPairings = protocol.MaxPendingPairings
+
+// maxAskers bounds the connections remembered per pairing as having
+// requested or resumed it (a worker resumes once per reconnect).
+const maxAskers = 16
 
 // sessionRecord is a node session, stored under the hex sha256 of its token.
 type sessionRecord struct {
@@ -53,6 +70,79 @@ type pairingRecord struct {
 	ExpiresAtMs          int64          `json:"expiresAtMs"`
 	ChallengeHash        string         `json:"challengeHash,omitempty"`
 	ChallengeExpiresAtMs int64          `json:"challengeExpiresAtMs,omitempty"`
+	// Requester is the hex SHA-256 of the operator credential's token
+	// hash that requested the pairing (the per-credential bound).
+	Requester string `json:"requester,omitempty"`
+	// RecoveryHash is, for a recovery, the node's recovery credential hash
+	// the request was authorised with; it must still be current when the
+	// challenge is exchanged.
+	RecoveryHash string `json:"recoveryHash,omitempty"`
+
+	// askers are the connections that requested or resumed the pairing
+	// (memory only, at most maxAskers, newest last); none may decide it.
+	askers []*conn
+}
+
+// addAsker remembers c as a requester of p.
+func (p *pairingRecord) addAsker(c *conn) {
+	for _, a := range p.askers {
+		if a == c {
+			return
+		}
+	}
+	if len(p.askers) >= maxAskers {
+		p.askers = append(p.askers[:0:0], p.askers[1:]...)
+	}
+	p.askers = append(p.askers, c)
+}
+
+func (p *pairingRecord) askedBy(c *conn) bool {
+	for _, a := range p.askers {
+		if a == c {
+			return true
+		}
+	}
+	return false
+}
+
+// requesterKey names the operator credential of connection c.
+func requesterKey(c *conn) string {
+	if c == nil || c.op == nil {
+		return ""
+	}
+	h := HashToken(string(c.op.hash[:]))
+	return hex.EncodeToString(h[:])
+}
+
+// liveSessionLocked reports whether node id has a live connection or an
+// unexpired, unrevoked session.
+func (r *registry) liveSessionLocked(id string, now int64) bool {
+	if e, ok := r.nodes[id]; ok && e.live != nil {
+		return true
+	}
+	for _, s := range r.sessions {
+		if s.NodeID == id && !s.Revoked && s.ExpiresAtMs > now {
+			return true
+		}
+	}
+	return false
+}
+
+// countByRequesterLocked counts the live pairings of credential key,
+// leaving out those skip says are about to be superseded.
+func (r *registry) countByRequesterLocked(key string, now int64, skip func(*pairingRecord) bool) int {
+	n := 0
+	for _, p := range r.pairings {
+		if p.Requester == key && p.ExpiresAtMs > now && !skip(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func repairRefused() *protocol.Error {
+	return protocol.DomainError(protocol.CodeConflict, protocol.DomainRepairRefused,
+		"this node holds a recovery credential; it re-pairs with that credential, not by repair")
 }
 
 func hashHex(secret string) string {
@@ -128,12 +218,17 @@ func (r *registry) deletePairingLocked(p *pairingRecord) {
 // nameTakenLocked reports whether name is held by a node other than
 // exceptNode or reserved by an approved new pairing other than exceptPairing.
 func (r *registry) nameTakenLocked(name, exceptNode, exceptPairing string) bool {
+	return r.nameTakenSkipLocked(name, exceptNode, func(p *pairingRecord) bool { return p.ID == exceptPairing })
+}
+
+// nameTakenSkipLocked is nameTakenLocked ignoring the pairings skip names.
+func (r *registry) nameTakenSkipLocked(name, exceptNode string, skip func(*pairingRecord) bool) bool {
 	key := nameKey(name)
 	if id, ok := r.names[key]; ok && id != exceptNode {
 		return true
 	}
 	for _, p := range r.pairings {
-		if p.ID != exceptPairing && p.Kind == protocol.PairKindNew && p.Status == protocol.PairStatusApproved && nameKey(p.Name) == key {
+		if p.Kind == protocol.PairKindNew && p.Status == protocol.PairStatusApproved && nameKey(p.Name) == key && !skip(p) {
 			return true
 		}
 	}
@@ -150,6 +245,7 @@ func pairingNotFound() *protocol.Error {
 }
 
 func (p *pairingRecord) info() protocol.PairingInfo {
+	// RevokesLiveSession is filled in by the caller, which holds the registry.
 	return protocol.PairingInfo{
 		PairingID: p.ID, Code: p.Code, Kind: p.Kind, Status: p.Status, Name: p.Name, NodeType: p.NodeType,
 		NodeID: p.NodeID, Methods: p.Methods, RequestedAtMs: p.RequestedAtMs, ExpiresAtMs: p.ExpiresAtMs,
@@ -195,6 +291,7 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 			return protocol.PairRequestResult{}, pairingNotFound()
 		}
 		r.waiters[rec.ID] = c
+		rec.addAsker(c)
 		res := rec.result()
 		if rec.Status == protocol.PairStatusApproved {
 			if e := r.issueChallengeLocked(rec, &res); e != nil {
@@ -215,9 +312,20 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 	if e := protocol.ValidateAdvertisedMethods("methods", p.Methods); e != nil {
 		return protocol.PairRequestResult{}, e
 	}
+	requester := requesterKey(c)
 	rec := &pairingRecord{
 		ID: "pair-" + randomHex(12), Status: protocol.PairStatusPending, NodeType: protocol.NodeTypeExecution,
 		Methods: p.Methods, RequestedAtMs: now, ExpiresAtMs: now + protocol.PairingTTL.Milliseconds(),
+		Requester: requester,
+	}
+	// superseded reports whether old is replaced by this request: a
+	// retried new-node request (its answer lost) by the same credential
+	// for the same name. An approved one is replaced only by a request
+	// that is itself approved at once.
+	superseded := func(old *pairingRecord) bool {
+		return rec.Kind == protocol.PairKindNew && old.Kind == protocol.PairKindNew && old.Requester == requester &&
+			nameKey(old.Name) == nameKey(rec.Name) &&
+			(old.Status == protocol.PairStatusPending || (old.Status == protocol.PairStatusApproved && rec.Status == protocol.PairStatusApproved))
 	}
 	switch {
 	case p.NodeID == "":
@@ -228,18 +336,13 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 		if e != nil {
 			return protocol.PairRequestResult{}, e
 		}
-		if r.nameTakenLocked(name, "", "") {
-			return protocol.PairRequestResult{}, nameTaken()
-		}
 		rec.Kind, rec.Name = protocol.PairKindNew, name
-		// A retried request (its answer lost) supersedes pending ones for the same name.
-		for _, old := range r.pairings {
-			if old.Kind == protocol.PairKindNew && old.Status == protocol.PairStatusPending && nameKey(old.Name) == nameKey(name) {
-				if err := r.st.apply(op{bucketPairings, old.ID, nil}); err != nil {
-					return protocol.PairRequestResult{}, storeUnavailable(err, r)
-				}
-				r.deletePairingLocked(old)
-			}
+		if c != nil && c.op != nil && protocol.HasScope(c.op.scopes, protocol.ScopeAdmin) {
+			// The credential could approve it itself: one step.
+			rec.Status, rec.NodeID = protocol.PairStatusApproved, "node-"+randomHex(16)
+		}
+		if r.nameTakenSkipLocked(name, "", superseded) {
+			return protocol.PairRequestResult{}, nameTaken()
 		}
 	default:
 		if e := protocol.RequireNodeID(p.NodeID); e != nil {
@@ -254,15 +357,30 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 				return protocol.PairRequestResult{}, protocol.DomainError(protocol.CodeNotFound, protocol.DomainRecoveryInvalid,
 					"no paired node has this nodeId")
 			}
+			if e.rec.RecoveryHash != "" {
+				return protocol.PairRequestResult{}, repairRefused()
+			}
 			rec.Kind = protocol.PairKindRepair
 		} else {
 			if !ok || e.rec.Identity != protocol.NodeIdentityPaired || !equalHash(p.RecoveryCredential, e.rec.RecoveryHash) {
 				return protocol.PairRequestResult{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainRecoveryInvalid,
 					"the recovery credential was not accepted for this nodeId")
 			}
-			rec.Kind, rec.Status = protocol.PairKindRecover, protocol.PairStatusApproved
+			rec.Kind, rec.Status, rec.RecoveryHash = protocol.PairKindRecover, protocol.PairStatusApproved, e.rec.RecoveryHash
 		}
 		rec.NodeID, rec.Name = e.rec.ID, e.rec.Name
+	}
+	if r.countByRequesterLocked(requester, now, superseded) >= protocol.MaxPendingPairingsPerCredential {
+		return protocol.PairRequestResult{}, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainPairingQuota,
+			"this credential has too many pairings in progress").WithRetry(true, false)
+	}
+	for _, old := range r.pairings {
+		if superseded(old) {
+			if err := r.st.apply(op{bucketPairings, old.ID, nil}); err != nil {
+				return protocol.PairRequestResult{}, storeUnavailable(err, r)
+			}
+			r.deletePairingLocked(old)
+		}
 	}
 	rec.Code = newCode()
 	for r.codes[codeKey(rec.Code)] != "" {
@@ -283,6 +401,7 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 	r.pairings[rec.ID] = rec
 	r.codes[codeKey(rec.Code)] = rec.ID
 	r.waiters[rec.ID] = c
+	rec.addAsker(c)
 	res.RequestSecret = secret
 	return res, nil
 }
@@ -303,9 +422,13 @@ func (r *registry) findPairingLocked(p protocol.PairDecisionParams) (*pairingRec
 	return rec, nil
 }
 
-// decide approves or rejects a pending pairing and notifies its requester.
-func (r *registry) decide(p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *protocol.Error) {
-	res, w, e := r.decideLocked(p, approve)
+// decide approves or rejects a pending pairing for approver connection c
+// (which holds operator.approvals; the caller checked) and notifies its
+// requester. Refused (FORBIDDEN) from a connection that requested or
+// resumed the pairing (self_decision), and for approving a repair that
+// would revoke a live session without operator.admin (admin_required).
+func (r *registry) decide(c *conn, p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *protocol.Error) {
+	res, w, e := r.decideLocked(c, p, approve)
 	if w != nil {
 		// Outside the lock: a requester that stops reading blocks only this
 		// send (up to the write timeout), never the registry.
@@ -316,19 +439,34 @@ func (r *registry) decide(p protocol.PairDecisionParams, approve bool) (protocol
 
 // decideLocked is decide under the registry lock; it returns the
 // requesting connection to notify, if any.
-func (r *registry) decideLocked(p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *conn, *protocol.Error) {
+func (r *registry) decideLocked(c *conn, p protocol.PairDecisionParams, approve bool) (protocol.PairDecisionResult, *conn, *protocol.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec, e := r.findPairingLocked(p)
 	if e != nil {
 		return protocol.PairDecisionResult{}, nil, e
 	}
+	if rec.askedBy(c) {
+		return protocol.PairDecisionResult{}, nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainSelfDecision,
+			"a pairing cannot be decided on a connection that requested it")
+	}
 	want := protocol.PairStatusRejected
 	if approve {
 		want = protocol.PairStatusApproved
 	}
+	revokes := false
+	if approve && rec.Kind == protocol.PairKindRepair {
+		if n, ok := r.nodes[rec.NodeID]; ok && n.rec.RecoveryHash != "" {
+			return protocol.PairDecisionResult{}, nil, repairRefused()
+		}
+		if revokes = r.liveSessionLocked(rec.NodeID, r.nowMs()); revokes && !protocol.HasScope(c.scopes, protocol.ScopeAdmin) {
+			return protocol.PairDecisionResult{}, nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainAdminRequired,
+				"approving this repair revokes the node's live session; that needs operator.admin")
+		}
+	}
 	if rec.Status == want { // idempotent
-		return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, nil, nil
+		return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name,
+			RevokesLiveSession: revokes}, nil, nil
 	}
 	if rec.Status != protocol.PairStatusPending {
 		return protocol.PairDecisionResult{}, nil, protocol.Errorf(protocol.CodeConflict, "this pairing was already decided")
@@ -348,7 +486,8 @@ func (r *registry) decideLocked(p protocol.PairDecisionParams, approve bool) (pr
 		return protocol.PairDecisionResult{}, nil, storeUnavailable(err, r)
 	}
 	*rec = next
-	return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name}, r.waiters[rec.ID], nil
+	return protocol.PairDecisionResult{PairingID: rec.ID, Status: rec.Status, NodeID: rec.NodeID, Name: rec.Name,
+		RevokesLiveSession: revokes}, r.waiters[rec.ID], nil
 }
 
 func (r *registry) pairList() protocol.PairListResult {
@@ -358,7 +497,9 @@ func (r *registry) pairList() protocol.PairListResult {
 	out := protocol.PairListResult{Pairings: []protocol.PairingInfo{}}
 	for _, p := range r.pairings {
 		if p.ExpiresAtMs > now {
-			out.Pairings = append(out.Pairings, p.info())
+			info := p.info()
+			info.RevokesLiveSession = p.Kind == protocol.PairKindRepair && r.liveSessionLocked(p.NodeID, now)
+			out.Pairings = append(out.Pairings, info)
 		}
 	}
 	sort.Slice(out.Pairings, func(i, j int) bool {
@@ -413,12 +554,23 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 			r.mu.Unlock()
 			return protocol.ConnectChallengeResult{}, invalid
 		}
+		switch {
+		case rec.Kind == protocol.PairKindRepair && e.rec.RecoveryHash != "":
+			// Another pairing gave the node a credential since approval.
+			r.mu.Unlock()
+			return protocol.ConnectChallengeResult{}, repairRefused()
+		case rec.Kind == protocol.PairKindRecover && (rec.RecoveryHash == "" || rec.RecoveryHash != e.rec.RecoveryHash):
+			// The credential this recovery was requested with has been
+			// used (rotated) since: it no longer works.
+			r.mu.Unlock()
+			return protocol.ConnectChallengeResult{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainRecoveryInvalid,
+				"the recovery credential was not accepted for this nodeId")
+		}
 		nrec = e.rec
 		nrec.Generation++
-		if rec.Kind == protocol.PairKindRepair {
-			recovery = newSecret("lnr_")
-			nrec.RecoveryHash = hashHex(recovery)
-		}
+		// The credential rotates at every use.
+		recovery = newSecret("lnr_")
+		nrec.RecoveryHash = hashHex(recovery)
 	}
 	token := newSecret("lns_")
 	sess := &sessionRecord{NodeID: nrec.ID, Generation: nrec.Generation, IssuedAtMs: now,
@@ -557,7 +709,7 @@ func (c *conn) handlePairing(id, method string, params json.RawMessage) {
 			c.respondErr(id, e)
 			return
 		}
-		res, e := reg.decide(p, method == protocol.MethodPairApprove)
+		res, e := reg.decide(c, p, method == protocol.MethodPairApprove)
 		c.reply(id, res, e)
 	case protocol.MethodPairList:
 		var p protocol.PairListParams

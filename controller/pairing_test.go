@@ -28,12 +28,21 @@ func (c *testClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-const pairToken = "pairing-operator-token-0123456789"
+const (
+	pairToken     = "pairing-operator-token-0123456789"
+	pair2Token    = "pairing-operator-token-2-0123456789"
+	approverToken = "approver-operator-token-0123456789"
+	// pairApproveToken holds operator.pairing and operator.approvals.
+	pairApproveToken = "pair-approve-operator-token-0123456789"
+)
 
 func pairingConfig(dir string, clock *testClock) Config {
 	cfg := testConfig()
 	cfg.Operators = append(cfg.Operators,
 		OperatorCredential{Name: "pairer", TokenHash: HashToken(pairToken), Scopes: []string{protocol.ScopePairing}},
+		OperatorCredential{Name: "pairer2", TokenHash: HashToken(pair2Token), Scopes: []string{protocol.ScopePairing}},
+		OperatorCredential{Name: "approver", TokenHash: HashToken(approverToken), Scopes: []string{protocol.ScopeApprovals}},
+		OperatorCredential{Name: "pair-approver", TokenHash: HashToken(pairApproveToken), Scopes: []string{protocol.ScopePairing, protocol.ScopeApprovals}},
 		OperatorCredential{Name: "writer", TokenHash: HashToken("writer-token-0123456789"), Scopes: []string{protocol.ScopeWrite, protocol.ScopeRead}})
 	cfg.StateDir = dir
 	cfg.Now = clock.Now
@@ -58,7 +67,7 @@ func pairNew(t *testing.T, s *testServer, name string) protocol.ConnectChallenge
 	w := connectOperator(t, s.url, pairToken)
 	req := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest,
 		protocol.PairRequestParams{Name: name, NodeType: "execution", Methods: defaultMethods()}))
-	op := connectOperator(t, s.url, pairToken)
+	op := connectOperator(t, s.url, approverToken)
 	decode[protocol.PairDecisionResult](t, op.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}))
 	res := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest,
 		protocol.PairRequestParams{PairingID: req.PairingID, RequestSecret: req.RequestSecret}))
@@ -76,7 +85,7 @@ func TestPairNewNode(t *testing.T) {
 		req.ExpiresAtMs != clock.Now().UnixMilli()+5*60*1000 || req.Challenge != "" || req.NodeID != "" {
 		t.Fatalf("request: %s", f.raw)
 	}
-	op := connectOperator(t, s.url, pairToken)
+	op := connectOperator(t, s.url, approverToken)
 	f = op.call(protocol.MethodPairList, nil)
 	list := decode[protocol.PairListResult](t, f)
 	if len(list.Pairings) != 1 || list.Pairings[0].Code != req.Code || list.Pairings[0].Methods[mEcho] != 1 ||
@@ -183,9 +192,10 @@ func TestPairRequestValidation(t *testing.T) {
 	wantError(t, r.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: "AAAA-AAAA"}), protocol.CodeForbidden, "")
 	wantError(t, r.call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{}), protocol.CodeForbidden, "")
 	// Approve needs exactly one of pairingId and code.
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{}), protocol.CodeInvalidParams, "")
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: "AAAA-AAAA", PairingID: "p"}), protocol.CodeInvalidParams, "")
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: "ZZZZ-ZZZZ"}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
+	ap := connectOperator(t, s.url, approverToken)
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{}), protocol.CodeInvalidParams, "")
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: "AAAA-AAAA", PairingID: "p"}), protocol.CodeInvalidParams, "")
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: "ZZZZ-ZZZZ"}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
 }
 
 func TestPairingResumeAndReissue(t *testing.T) {
@@ -203,7 +213,7 @@ func TestPairingResumeAndReissue(t *testing.T) {
 	if res.PairingID != req.PairingID || res.Code != req.Code {
 		t.Fatalf("resume: %+v", res)
 	}
-	op := connectOperator(t, s.url, pairToken)
+	op := connectOperator(t, s.url, approverToken)
 	decode[protocol.PairDecisionResult](t, op.call(protocol.MethodPairApprove, protocol.PairDecisionParams{PairingID: req.PairingID}))
 	// The resuming connection gets the event.
 	if ev := w2.next(); ev.Event != protocol.EventPairResolved {
@@ -239,24 +249,25 @@ func TestPairingExpiryAndReject(t *testing.T) {
 	w := connectOperator(t, s.url, pairToken)
 	a := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "a"}))
 	b := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "b"}))
+	ap := connectOperator(t, s.url, approverToken)
 	// Reject b: the requester is told, and the challenge path is closed.
-	dec := decode[protocol.PairDecisionResult](t, w.call(protocol.MethodPairReject, protocol.PairDecisionParams{Code: b.Code}))
+	dec := decode[protocol.PairDecisionResult](t, ap.call(protocol.MethodPairReject, protocol.PairDecisionParams{Code: b.Code}))
 	if dec.Status != "rejected" {
 		t.Fatalf("reject: %+v", dec)
 	}
 	if ev := w.next(); !bytes.Contains(ev.Payload, []byte(`"rejected"`)) {
 		t.Fatalf("event: %s", ev.raw)
 	}
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: b.Code}), protocol.CodeConflict, "")
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: b.Code}), protocol.CodeConflict, "")
 	wantError(t, w.call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{PairingID: b.PairingID, Challenge: "x"}),
 		protocol.CodeForbidden, protocol.DomainPairingRejected)
 	// One millisecond before five minutes: a is still live.
 	clock.Add(protocol.PairingTTL - time.Millisecond)
-	if l := decode[protocol.PairListResult](t, w.call(protocol.MethodPairList, nil)); len(l.Pairings) != 2 {
+	if l := decode[protocol.PairListResult](t, ap.call(protocol.MethodPairList, nil)); len(l.Pairings) != 2 {
 		t.Fatalf("list before expiry: %+v", l)
 	}
 	clock.Add(time.Millisecond)
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: a.Code}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: a.Code}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
 	wantError(t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{PairingID: a.PairingID, RequestSecret: a.RequestSecret}),
 		protocol.CodeNotFound, protocol.DomainPairingNotFound)
 	// The janitor deletes expired records, durably.
@@ -291,7 +302,8 @@ func TestRepairRevokesOlderSessions(t *testing.T) {
 	}
 	second := decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
 		protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: req.Challenge}))
-	if second.NodeID != first.NodeID || second.SessionGeneration != 2 || second.RecoveryCredential != "" {
+	if second.NodeID != first.NodeID || second.SessionGeneration != 2 || !strings.HasPrefix(second.RecoveryCredential, "lnr_") ||
+		second.RecoveryCredential == first.RecoveryCredential {
 		t.Fatalf("re-pair: %+v", second)
 	}
 	// The old socket is closed, its call failed, its token refused.
@@ -331,26 +343,49 @@ func TestRepairRevokesOlderSessions(t *testing.T) {
 	wantError(t, p.next(), protocol.CodeUnauthorized, protocol.DomainNodeIdentityMismatch)
 }
 
+// A repair is for a legacy node without a recovery credential: it waits
+// for an approver (even when requested with an admin credential) and
+// issues the node's first credential.
 func TestRepairRotatesRecoveryCredential(t *testing.T) {
 	clock := &testClock{t: time.UnixMilli(1_800_000_000_000)}
-	s := startServer(t, pairingConfig("", clock))
+	s := startServer(t, pairingConfig(t.TempDir(), clock))
 	first := pairNew(t, s, "legacy")
-	w := connectOperator(t, s.url, pairToken)
+	makeLegacy(t, s, first.NodeID)
+	w := connectOperator(t, s.url, adminToken, protocol.ScopePairing)
 	req := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, Repair: true}))
 	if req.Kind != "repair" || req.Status != "pending" || req.Challenge != "" {
 		t.Fatalf("repair request: %+v", req)
 	}
-	decode[protocol.PairDecisionResult](t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}))
-	w.next() // node.pair.resolved
+	// The session from pairNew is unexpired: approving revokes it, so an
+	// approvals-only credential may not.
+	ap := connectOperator(t, s.url, approverToken)
+	l := decode[protocol.PairListResult](t, ap.call(protocol.MethodPairList, nil))
+	if len(l.Pairings) != 1 || !l.Pairings[0].RevokesLiveSession {
+		t.Fatalf("list: %+v", l)
+	}
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}), protocol.CodeForbidden, protocol.DomainAdminRequired)
+	// One millisecond before the session expires it still counts as live
+	// (the first pairing has expired by then: a fresh request).
+	clock.Add(protocol.SessionTTL - time.Millisecond)
+	req = decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, Repair: true}))
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}), protocol.CodeForbidden, protocol.DomainAdminRequired)
+	clock.Add(time.Millisecond)
+	dec := decode[protocol.PairDecisionResult](t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}))
+	if dec.Status != "approved" || dec.RevokesLiveSession || dec.NodeID != first.NodeID {
+		t.Fatalf("approve: %+v", dec)
+	}
 	res := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest,
 		protocol.PairRequestParams{PairingID: req.PairingID, RequestSecret: req.RequestSecret}))
 	ch := decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
 		protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: res.Challenge}))
-	if ch.NodeID != first.NodeID || ch.RecoveryCredential == "" || ch.RecoveryCredential == first.RecoveryCredential || ch.SessionGeneration != 2 {
+	if ch.NodeID != first.NodeID || !strings.HasPrefix(ch.RecoveryCredential, "lnr_") || ch.RecoveryCredential == first.RecoveryCredential || ch.SessionGeneration != 2 {
 		t.Fatalf("repair: %+v", ch)
 	}
 	wantError(t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, RecoveryCredential: first.RecoveryCredential}),
 		protocol.CodeUnauthorized, protocol.DomainRecoveryInvalid)
+	// Now that it holds a credential, the node is no longer repairable.
+	wantError(t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, Repair: true}),
+		protocol.CodeConflict, protocol.DomainRepairRefused)
 	if f := w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, RecoveryCredential: ch.RecoveryCredential}); !f.OK {
 		t.Fatalf("rotated credential: %s", f.raw)
 	}
@@ -424,7 +459,7 @@ func TestRename(t *testing.T) {
 	}
 	// An approved new pairing reserves its name.
 	req := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "delta"}))
-	decode[protocol.PairDecisionResult](t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}))
+	decode[protocol.PairDecisionResult](t, connectOperator(t, s.url, approverToken).call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: req.Code}))
 	wantError(t, wr.call(protocol.MethodNodeRename, protocol.NodeRenameParams{NodeID: a.NodeID, Name: "delta"}), protocol.CodeConflict, protocol.DomainNameTaken)
 	wantError(t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "Delta"}), protocol.CodeConflict, protocol.DomainNameTaken)
 }
@@ -435,8 +470,15 @@ func TestSupersededPairing(t *testing.T) {
 	w := connectOperator(t, s.url, pairToken)
 	a := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "dup"}))
 	b := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "DUP"}))
-	wantError(t, w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: a.Code}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
-	if f := w.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: b.Code}); !f.OK {
+	ap := connectOperator(t, s.url, approverToken)
+	wantError(t, ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: a.Code}), protocol.CodeNotFound, protocol.DomainPairingNotFound)
+	// Another credential's request for the same name does not supersede it.
+	c := decode[protocol.PairRequestResult](t, connectOperator(t, s.url, pair2Token).call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "dup"}))
+	if l := decode[protocol.PairListResult](t, ap.call(protocol.MethodPairList, nil)); len(l.Pairings) != 2 ||
+		l.Pairings[0].PairingID != b.PairingID || l.Pairings[1].PairingID != c.PairingID {
+		t.Fatalf("list: %+v", l)
+	}
+	if f := ap.call(protocol.MethodPairApprove, protocol.PairDecisionParams{Code: b.Code}); !f.OK {
 		t.Fatalf("approve newer: %s", f.raw)
 	}
 }

@@ -16,10 +16,16 @@ import (
 //  1. node.pair.request {name, nodeType, methods} (a new node), or with
 //     {nodeId, recoveryCredential} (re-pair after session expiry: same ID and
 //     name), or with {nodeId, repair:true} (legacy record without a recovery
-//     credential; operator-approved, rotates the credential). The answer
-//     {pairingId, code, expiresAtMs, requestSecret, status:"pending"} is valid
-//     PairingTTL. The worker shows the code to the operator.
-//  2. An operator runs node.pair.approve {code} (or node.pair.reject).
+//     credential; refused while the node has one). The answer
+//     {pairingId, code, expiresAtMs, requestSecret, status} is valid
+//     PairingTTL. A recovery, and a new node requested with a credential
+//     that holds operator.admin, come back approved at once; everything
+//     else is "pending" and the worker shows the code to an approver.
+//  2. An approver (operator.approvals or operator.admin, on a connection
+//     other than any that requested or resumed the pairing) runs
+//     node.pair.approve {code} (or node.pair.reject). Approving a repair of
+//     a node that holds a live session needs operator.admin; the answer
+//     says revokesLiveSession.
 //  3. The worker polls node.pair.request {pairingId, requestSecret} (which is
 //     also how a pairing interrupted by a dropped connection resumes). Once
 //     approved the answer carries nodeId and a one-time challenge valid
@@ -27,7 +33,8 @@ import (
 //     one (the old one stops working). The controller also pushes event
 //     node.pair.resolved to the requesting connection.
 //  4. connect.challenge {pairingId, challenge} returns a session token valid
-//     SessionTTL (and a recovery credential for a new node or a repair). This
+//     SessionTTL and a new recovery credential (every kind: the credential
+//     rotates on each use, the one it replaces stops working). This
 //     revokes every older session of the node, closes its sockets and
 //     increments the session generation that routing pins.
 //  5. The worker reconnects with role "node" and auth.token = the session
@@ -65,7 +72,17 @@ const NodeTypeExecution = "execution"
 const (
 	PairKindNew     = "new"     // enrol a new durable node
 	PairKindRecover = "recover" // nodeId + recovery credential: same ID and name
-	PairKindRepair  = "repair"  // nodeId + repair:true, operator-approved; rotates the credential
+	PairKindRepair  = "repair"  // nodeId + repair:true, approver-approved; only for a node without a recovery credential
+)
+
+// Pairing bounds.
+const (
+	// MaxPendingPairings bounds the live pairing records of a controller.
+	MaxPendingPairings = 1000
+	// MaxPendingPairingsPerCredential bounds the live pairing records
+	// (pending or approved, not yet completed) requested with one operator
+	// credential, so one token cannot fill MaxPendingPairings.
+	MaxPendingPairingsPerCredential = 32
 )
 
 // Pairing statuses.
@@ -89,6 +106,10 @@ const (
 	DomainOperatorAuthMissing  = "operator_auth_missing"  // no token given
 	DomainOperatorAuthInvalid  = "operator_auth_invalid"  // token not accepted
 	DomainAuthNotConfigured    = "auth_not_configured"    // controller has no credential of this kind
+	DomainRepairRefused        = "repair_refused"         // the node holds a recovery credential: re-pair with it
+	DomainSelfDecision         = "self_decision"          // a pairing decided from a connection that requested it
+	DomainAdminRequired        = "admin_required"         // approving this repair revokes a live session
+	DomainPairingQuota         = "pairing_quota"          // this credential has too many live pairings
 )
 
 // PairRequestParams are the params of node.pair.request. Exactly one form:
@@ -134,11 +155,14 @@ type PairDecisionParams struct {
 }
 
 // PairDecisionResult is the payload of node.pair.approve / node.pair.reject.
+// RevokesLiveSession is true for an approved repair of a node that holds
+// a live session: completing the repair revokes it and closes its socket.
 type PairDecisionResult struct {
-	PairingID string `json:"pairingId"`
-	Status    string `json:"status"`
-	NodeID    string `json:"nodeId,omitempty"`
-	Name      string `json:"name,omitempty"`
+	PairingID          string `json:"pairingId"`
+	Status             string `json:"status"`
+	NodeID             string `json:"nodeId,omitempty"`
+	Name               string `json:"name,omitempty"`
+	RevokesLiveSession bool   `json:"revokesLiveSession,omitempty"`
 }
 
 // PairListParams are the params of node.pair.list: none.
@@ -156,6 +180,9 @@ type PairingInfo struct {
 	Methods       map[string]int `json:"methods,omitempty"`
 	RequestedAtMs int64          `json:"requestedAtMs"`
 	ExpiresAtMs   int64          `json:"expiresAtMs"`
+	// RevokesLiveSession: approving this repair revokes the node's live
+	// session (and so needs operator.admin).
+	RevokesLiveSession bool `json:"revokesLiveSession,omitempty"`
 }
 
 // PairListResult is the payload of node.pair.list, oldest first.
@@ -171,7 +198,8 @@ type ConnectChallengeParams struct {
 
 // ConnectChallengeResult is the payload of connect.challenge. SessionToken
 // is valid until ExpiresAtMs (Unix ms, SessionTTL). RecoveryCredential is
-// set for a new node and for a repair (rotated); keep it with the token.
+// the node's new recovery credential (every kind; the previous one stops
+// working): store it with the token, replacing the old one atomically.
 type ConnectChallengeResult struct {
 	NodeID             string `json:"nodeId"`
 	Name               string `json:"name"`

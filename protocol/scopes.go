@@ -31,7 +31,9 @@ func RequiredScope(method string) (scope string, ok bool) {
 	case strings.HasPrefix(method, "node.fs."), strings.HasPrefix(method, "node.secrets."),
 		strings.HasPrefix(method, "node.process."), method == "node.invoke":
 		return ScopeAdmin, true
-	case strings.HasPrefix(method, "node.pair."):
+	case method == "node.pair.approve", method == "node.pair.reject", method == "node.pair.list":
+		return ScopeApprovals, true
+	case strings.HasPrefix(method, "node.pair."), method == "connect.challenge":
 		return ScopePairing, true
 	}
 	return "", false
