@@ -30,9 +30,12 @@ type PairConfig struct {
 	Store   TokenStore
 	// Existing, when it holds a recovery credential, re-pairs that node:
 	// same node ID and controller-side name, every older session revoked.
+	// The credential rotates: the new one replaces it in Store (one
+	// atomic write) and the old one stops working.
 	Existing *NodeRecord
 	// Repair re-pairs NodeID without a recovery credential (legacy
-	// records); an operator approves it and the credential is rotated.
+	// records); an approver approves it and it issues a credential. The
+	// controller refuses it for a node that has a credential.
 	Repair bool
 	NodeID string
 	// OnCode is called with the pairing code an operator approves
@@ -246,8 +249,16 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 				return res, &PairError{Msg: "the pairing expired or was already completed; run the pairing again", Err: perr}
 			case perr.DomainCode() == protocol.DomainNameTaken:
 				return res, &PairError{Msg: "another node already holds this name on the controller", Err: perr}
+			case perr.DomainCode() == protocol.DomainRecoveryInvalid && p.kind == protocol.PairKindRecover:
+				return res, &PairError{Msg: "the controller did not accept the stored recovery credential for this node ID: " +
+					"it rotates at every re-pair, so another pairing has used it since (a copy may have been stolen); " +
+					"tell an operator, who can see in `lemon nodes` which host now holds the node, and pair this host as a new node", Err: perr}
 			case perr.DomainCode() == protocol.DomainRecoveryInvalid:
-				return res, &PairError{Msg: "the controller did not accept the stored recovery credential for this node ID; an operator can re-pair it with --pair --repair --node-id ID", Err: perr}
+				return res, &PairError{Msg: "the controller has no paired node with this node ID", Err: perr}
+			case perr.DomainCode() == protocol.DomainRepairRefused:
+				return res, &PairError{Msg: "the controller refuses to repair this node: it holds a recovery credential; re-pair with --pair (without --repair) from the host that stores it", Err: perr}
+			case perr.DomainCode() == protocol.DomainPairingQuota:
+				return res, &PairError{Msg: "this operator token has too many pairings in progress; retry once some complete or expire (5 minutes)", Err: perr}
 			case perr.Code == protocol.CodeForbidden || perr.Code == protocol.CodeUnauthorized:
 				return res, operatorAuthError(perr)
 			}
@@ -330,6 +341,13 @@ func (p *pairing) exchange(call func(string, any) (json.RawMessage, *protocol.Er
 			return nil, &PairError{Msg: "an operator rejected the pairing", Err: perr}
 		case protocol.DomainNameTaken:
 			return nil, &PairError{Msg: "another node already holds this name on the controller", Err: perr}
+		case protocol.DomainRecoveryInvalid:
+			p.cfg.Store.DeletePending(p.cfg.ControllerURL, p.key)
+			return nil, &PairError{Msg: "the controller did not accept the stored recovery credential for this node ID: " +
+				"another pairing used it first (a copy may have been stolen); tell an operator", Err: perr}
+		case protocol.DomainRepairRefused:
+			p.cfg.Store.DeletePending(p.cfg.ControllerURL, p.key)
+			return nil, &PairError{Msg: "the controller refuses to repair this node: it holds a recovery credential", Err: perr}
 		}
 		return nil, &PairError{Msg: "the controller refused the challenge (" + perr.Code + ")", Err: perr}
 	}
@@ -345,10 +363,13 @@ func (p *pairing) exchange(call func(string, any) (json.RawMessage, *protocol.Er
 		SessionToken: cr.SessionToken, SessionExpiresAtMs: cr.ExpiresAtMs, SessionGeneration: cr.SessionGeneration,
 		RecoveryCredential: cr.RecoveryCredential}
 	if rec.RecoveryCredential == "" && p.cfg.Existing != nil && p.cfg.Existing.NodeID == rec.NodeID {
+		// A controller that does not rotate the credential keeps the old one.
 		rec.RecoveryCredential = p.cfg.Existing.RecoveryCredential
 	}
+	// One atomic write replaces session and credential together: the old
+	// credential no longer works on the controller.
 	if err := p.cfg.Store.Save(rec); err != nil {
-		return nil, &PairError{Msg: "paired, but the session could not be stored: " + strings.TrimPrefix(err.Error(), "token store: ")}
+		return nil, &PairError{Msg: "paired, but the session and the new recovery credential could not be stored: " + strings.TrimPrefix(err.Error(), "token store: ")}
 	}
 	p.cfg.Store.DeletePending(p.cfg.ControllerURL, p.key)
 	return rec, nil

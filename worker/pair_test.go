@@ -13,13 +13,20 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"lemon/client"
 	"lemon/controller"
 	"lemon/protocol"
 	"lemon/worker"
 )
 
-const pairOpToken = "pair-test-operator-token"
+const (
+	// pairOpToken holds every operator scope (the approver's).
+	pairOpToken = "pair-test-operator-token"
+	// joinToken holds only operator.pairing (the joining host's).
+	joinToken = "pair-test-join-token"
+)
 
 // realController runs the real controller on 127.0.0.1 with a durable
 // store in dir; restart keeps the same address.
@@ -40,7 +47,8 @@ func startController(t *testing.T, dir, addr string) *realController {
 	}
 	srv, err := controller.New(controller.Config{
 		Operators: []controller.OperatorCredential{{Name: "op", TokenHash: controller.HashToken(pairOpToken),
-			Scopes: append([]string(nil), protocol.OperatorScopes...)}},
+			Scopes: append([]string(nil), protocol.OperatorScopes...)},
+			{Name: "join", TokenHash: controller.HashToken(joinToken), Scopes: []string{protocol.ScopePairing}}},
 		StateDir: dir,
 	})
 	if err != nil {
@@ -75,6 +83,33 @@ func (c *realController) restart() *realController {
 	return startController(c.t, c.dir, c.addr)
 }
 
+// makeLegacy stops the controller, removes node nodeID's recovery
+// credential from its durable store (a record written before credentials
+// existed) and restarts it on the same address.
+func (c *realController) makeLegacy(nodeID string) *realController {
+	c.t.Helper()
+	c.stop()
+	db, err := bolt.Open(filepath.Join(c.dir, controller.StoreFile), 0o600, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("nodes"))
+		var rec map[string]any
+		if err := json.Unmarshal(b.Get([]byte(nodeID)), &rec); err != nil {
+			return err
+		}
+		delete(rec, "recoveryHash")
+		v, _ := json.Marshal(rec)
+		return b.Put([]byte(nodeID), v)
+	})
+	db.Close()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return startController(c.t, c.dir, c.addr)
+}
+
 func (c *realController) operator(t *testing.T) *client.Conn {
 	conn, err := client.Dial(context.Background(), c.URL, client.Options{Token: pairOpToken})
 	if err != nil {
@@ -102,7 +137,7 @@ func approver(t *testing.T, c *realController) (onCode func(string, time.Time), 
 }
 
 func pairCfg(c *realController, store worker.TokenStore, name string) worker.PairConfig {
-	return worker.PairConfig{ControllerURL: c.URL, OperatorToken: pairOpToken, Name: name,
+	return worker.PairConfig{ControllerURL: c.URL, OperatorToken: joinToken, Name: name,
 		Methods: map[string]int{"fast": 1}, Store: store, PollInterval: 20 * time.Millisecond,
 		Backoff: worker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
 }
@@ -211,8 +246,18 @@ func TestPairStoreRestartRepair(t *testing.T) {
 		t.Fatalf("re-pair: %v", err)
 	}
 	if rec2.NodeID != rec.NodeID || rec2.Name != "worker-1" || rec2.SessionToken == rec.SessionToken ||
-		rec2.SessionGeneration <= rec.SessionGeneration || rec2.RecoveryCredential != rec.RecoveryCredential {
+		rec2.SessionGeneration <= rec.SessionGeneration || rec2.RecoveryCredential == "" || rec2.RecoveryCredential == rec.RecoveryCredential {
 		t.Fatalf("re-paired record %v gen %d->%d", rec2, rec.SessionGeneration, rec2.SessionGeneration)
+	}
+	// The rotated credential replaced the old one in the store.
+	if got, err := store.Load(rec.NodeID, c.URL); err != nil || got.RecoveryCredential != rec2.RecoveryCredential || got.SessionToken != rec2.SessionToken {
+		t.Fatalf("stored after re-pair: %v", err)
+	}
+	// A copy of the old credential no longer works, and says why.
+	cfg = pairCfg(c, store, "")
+	cfg.Existing = rec
+	if _, err := worker.Pair(pairCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "another pairing has used it") {
+		t.Fatalf("old credential: %v", err)
 	}
 	old, err := worker.New(worker.Config{ControllerURL: c.URL, NodeID: rec.NodeID, Token: rec.SessionToken, Dispatcher: f})
 	if err != nil {
@@ -230,15 +275,16 @@ func TestPairStoreRestartRepair(t *testing.T) {
 	if _, err := worker.Pair(pairCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "--repair --node-id") {
 		t.Fatalf("legacy without --repair: %v", err)
 	}
-	onCode, _ = approver(t, c)
+	// The controller refuses to repair a node that holds a credential
+	// (the stored record is left as it was).
 	cfg = pairCfg(c, store, "")
-	cfg.Repair, cfg.NodeID, cfg.OnCode = true, rec.NodeID, onCode
-	rec3, err := worker.Pair(pairCtx(t), cfg)
-	if err != nil {
+	cfg.Repair, cfg.NodeID = true, rec.NodeID
+	cfg.OnCode = func(code string, _ time.Time) { t.Errorf("repair of a node with a credential showed code %s", code) }
+	if _, err := worker.Pair(pairCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "refuses to repair") {
 		t.Fatalf("repair: %v", err)
 	}
-	if rec3.NodeID != rec.NodeID || rec3.RecoveryCredential == "" || rec3.RecoveryCredential == rec.RecoveryCredential {
-		t.Fatalf("repair did not rotate the credential: %v", rec3)
+	if got, err := store.Load(rec.NodeID, c.URL); err != nil || got.RecoveryCredential != rec2.RecoveryCredential {
+		t.Fatalf("stored after refused repair: %v", err)
 	}
 }
 

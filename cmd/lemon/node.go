@@ -42,9 +42,17 @@ Without LEMON_NODE_TOKEN the session stored by a previous --pair under
 --name finds it by the node's controller-side name or by the name it was
 first joined with, so an operator rename does not orphan it.
 
-  --pair                     enrol (or re-pair after expiry, keeping the node ID)
+  --pair                     enrol (or re-pair after expiry, keeping the node ID).
+                             With an operator.admin token a new node is paired at
+                             once; with an operator.pairing token it prints a code
+                             that an operator.approvals or operator.admin holder
+                             approves with 'lemon nodes approve CODE'. A re-pair
+                             uses and rotates the stored recovery credential.
   --pair --repair --node-id ID
-                             re-pair a stored identity that has no recovery credential
+                             re-pair a legacy identity that has no recovery
+                             credential; always waits for an approver (an admin
+                             when the node still holds a live session); refused
+                             for a node that has a recovery credential
   --allow-insecure-controller  allow ws:// to a non-loopback controller
                              (or LEMON_NODE_ALLOW_INSECURE_CONTROLLER=true)
 `

@@ -28,8 +28,12 @@ const nodesUsage = `usage: lemon nodes [--controller URL] [--json]             l
        lemon nodes [--controller URL] rename NODE_ID NAME rename a node
 
 The operator token comes from LEMON_OPERATOR_TOKEN, else
-LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Errors are printed as the error object
-JSON on stderr (exit 1).
+LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Listing pairings, approve and reject
+need operator.approvals or operator.admin (a joining host's
+operator.pairing token cannot decide pairings); approving a repair of a
+node that holds a live session needs operator.admin, and says that it
+revokes that session. Errors are printed as the error object JSON on
+stderr (exit 1).
 `
 
 func runNodes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -95,6 +99,9 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 			} else {
 				fmt.Fprintf(stdout, "pairing %s %s\n", r.PairingID, r.Status)
 			}
+			if r.RevokesLiveSession {
+				fmt.Fprintf(stdout, "completing this repair revokes the live session of node %s and disconnects it\n", r.NodeID)
+			}
 		}
 		return 0
 	}
@@ -104,7 +111,7 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 		printErrorObject(stderr, perr)
 		return 1
 	}
-	// Pending pairings need operator.pairing; a token without it still
+	// Pending pairings need operator.approvals; a token without it still
 	// lists nodes.
 	rawPairs, pairErr := conn.Call(ctx, protocol.MethodPairList, protocol.PairListParams{})
 	if *asJSON {
@@ -145,10 +152,14 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fmt.Fprintln(stdout, "\npairings:")
 	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CODE\tKIND\tSTATUS\tNAME\tNODE ID\tEXPIRES")
+	fmt.Fprintln(tw, "CODE\tKIND\tSTATUS\tNAME\tNODE ID\tEXPIRES\tNOTE")
 	for _, p := range pairs.Pairings {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Code, p.Kind, p.Status, p.Name, p.NodeID,
-			time.UnixMilli(p.ExpiresAtMs).Local().Format(time.TimeOnly))
+		note := ""
+		if p.RevokesLiveSession {
+			note = "approving revokes its live session (admin only)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Code, p.Kind, p.Status, p.Name, p.NodeID,
+			time.UnixMilli(p.ExpiresAtMs).Local().Format(time.TimeOnly), note)
 	}
 	tw.Flush()
 	return 0
