@@ -258,7 +258,10 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 			case perr.DomainCode() == protocol.DomainRepairRefused:
 				return res, &PairError{Msg: "the controller refuses to repair this node: it holds a recovery credential; re-pair with --pair (without --repair) from the host that stores it", Err: perr}
 			case perr.DomainCode() == protocol.DomainPairingQuota:
-				return res, &PairError{Msg: "this operator token has too many pairings in progress; retry once some complete or expire (5 minutes)", Err: perr}
+				// The token's bound of live pairings (shared by every host
+				// joining with it): wait for a place, with backoff.
+				p.log.Info("the operator token has too many pairings in progress; retrying")
+				return res, errRetry
 			case perr.Code == protocol.CodeForbidden || perr.Code == protocol.CodeUnauthorized:
 				return res, operatorAuthError(perr)
 			}

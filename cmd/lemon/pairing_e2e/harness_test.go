@@ -78,13 +78,20 @@ type output struct {
 // harness is one test's controller address, operator token, processes
 // and the credentials that must never appear in any process output.
 type harness struct {
-	t        *testing.T
-	root     string
-	opToken  string
-	port     int
-	url      string
-	stateDir string
-	ctl      *proc
+	t    *testing.T
+	root string
+	// opToken is the controller's admin token (every operator scope): the
+	// approver's, and `lemon nodes`/`lemon call`'s.
+	opToken string
+	// pairToken holds only operator.pairing: what a joining host holds in
+	// LEMON_NODE_OPERATOR_TOKEN (startNode).
+	pairToken string
+	// approveToken holds only operator.approvals.
+	approveToken string
+	port         int
+	url          string
+	stateDir     string
+	ctl          *proc
 
 	mu      sync.Mutex
 	secrets map[string]string // value → kind
@@ -96,6 +103,10 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, root: t.TempDir(), secrets: map[string]string{}}
 	h.opToken = "lop_" + randHex(24)
 	h.addSecret("operator token", h.opToken)
+	h.pairToken = "lpt_" + randHex(24)
+	h.addSecret("pairing token", h.pairToken)
+	h.approveToken = "lpa_" + randHex(24)
+	h.addSecret("approvals token", h.approveToken)
 	h.setPort(freePort(t))
 	h.stateDir = filepath.Join(h.root, "controller-state")
 	// Registered first, so it runs after every process has been stopped.
@@ -385,7 +396,13 @@ func (h *harness) startController(extra ...string) *proc {
 		firstStartTries = 5
 		rebindWait      = 5 * time.Second
 	)
-	env := baseEnv(filepath.Join(h.root, "controller-home"), "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+h.opToken)
+	env := baseEnv(filepath.Join(h.root, "controller-home"), "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+h.opToken,
+		envPairToken+"="+h.pairToken, envApproveToken+"="+h.approveToken)
+	policy := filepath.Join(h.root, "controller.toml")
+	if err := os.WriteFile(policy, []byte(pairingPolicy), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	extra = append([]string{"--policy", policy}, extra...)
 	first := h.ctl == nil
 	deadline := time.Now().Add(rebindWait)
 	for try := 1; ; try++ {
@@ -448,18 +465,52 @@ func (n *nodeHome) store() worker.TokenStore {
 	return worker.TokenStore{Dir: filepath.Join(n.home, ".lemon", "nodes", "execution")}
 }
 
-// startNode runs `lemon node join` for n. With pair, the operator token is
-// in LEMON_NODE_OPERATOR_TOKEN and --pair is passed.
+// startNode runs `lemon node join` for n. With pair, the pairing-only
+// token is in LEMON_NODE_OPERATOR_TOKEN and --pair is passed.
 func (h *harness) startNode(label string, n *nodeHome, name string, pair bool, extra ...string) *proc {
+	h.t.Helper()
+	tok := ""
+	if pair {
+		tok = h.pairToken
+	}
+	return h.startNodeWith(label, n, name, tok, extra...)
+}
+
+// startNodeWith is startNode with operatorToken in
+// LEMON_NODE_OPERATOR_TOKEN and --pair, unless operatorToken is empty.
+func (h *harness) startNodeWith(label string, n *nodeHome, name, operatorToken string, extra ...string) *proc {
 	h.t.Helper()
 	env := baseEnv(n.home)
 	args := []string{"node", "join", "--controller", h.url, "--name", name, "--cwd", n.cwd, "--state", n.state}
-	if pair {
-		env = append(env, "LEMON_NODE_OPERATOR_TOKEN="+h.opToken)
+	if operatorToken != "" {
+		env = append(env, "LEMON_NODE_OPERATOR_TOKEN="+operatorToken)
 		args = append(args, "--pair")
 	}
 	return h.start(label, env, append(args, extra...)...)
 }
+
+// envPairToken and envApproveToken name the variables the harness's
+// controller policy reads the pairing-only and approvals-only operator
+// tokens from.
+const (
+	envPairToken    = "LEMON_E2E_PAIRING_TOKEN"
+	envApproveToken = "LEMON_E2E_APPROVALS_TOKEN"
+)
+
+// pairingPolicy is the controller policy of every harness: beside the
+// admin token (LEMON_CONTROL_PLANE_OPERATOR_TOKEN) one operator
+// credential with only operator.pairing, as a joining host holds, and one
+// with only operator.approvals.
+const pairingPolicy = `[[operators]]
+name = "joining-hosts"
+token_env = "` + envPairToken + `"
+scopes = ["operator.pairing"]
+
+[[operators]]
+name = "approvers"
+token_env = "` + envApproveToken + `"
+scopes = ["operator.approvals"]
+`
 
 const methodHostInfo = "node.host.info"
 
@@ -501,9 +552,15 @@ func (h *harness) loadRecord(n *nodeHome, nodeID string) *worker.NodeRecord {
 // operator dials the controller as an operator with every scope.
 func (h *harness) operator() *client.Conn {
 	h.t.Helper()
+	return h.operatorWith(h.opToken)
+}
+
+// operatorWith dials the controller as an operator with token.
+func (h *harness) operatorWith(token string) *client.Conn {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startWait)
 	defer cancel()
-	c, err := client.Dial(ctx, h.url, client.Options{Token: h.opToken, ClientID: "e2e-test"})
+	c, err := client.Dial(ctx, h.url, client.Options{Token: token, ClientID: "e2e-test"})
 	if err != nil {
 		h.t.Fatalf("operator dial: %v", err)
 	}
@@ -514,8 +571,19 @@ func (h *harness) operator() *client.Conn {
 // call makes one operator call on a fresh connection.
 func (h *harness) call(method string, params any) (json.RawMessage, *protocol.Error) {
 	h.t.Helper()
-	c := h.operator()
+	return h.callWith(h.opToken, method, params)
+}
+
+// callWith makes one call on a fresh operator connection with token.
+func (h *harness) callWith(token, method string, params any) (json.RawMessage, *protocol.Error) {
+	h.t.Helper()
+	c := h.operatorWith(token)
 	defer c.Close()
+	return callOn(c, method, params)
+}
+
+// callOn makes one call on c, bounded by a minute.
+func callOn(c *client.Conn, method string, params any) (json.RawMessage, *protocol.Error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return c.Call(ctx, method, params)

@@ -90,7 +90,7 @@ func TestRestartUnder1000Nodes(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			rec, err := worker.Pair(ctx, worker.PairConfig{
-				ControllerURL: h.url, OperatorToken: h.opToken, Name: fmt.Sprintf("sim-%04d", i),
+				ControllerURL: h.url, OperatorToken: h.pairToken, Name: fmt.Sprintf("sim-%04d", i),
 				Methods: trivialDispatcher{}.Methods(), Store: store, PollInterval: 100 * time.Millisecond,
 				OnCode: func(code string, _ time.Time) {
 					go approver.Call(ctx, protocol.MethodPairApprove, protocol.PairDecisionParams{Code: code})
