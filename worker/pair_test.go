@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"lemon/client"
 	"lemon/controller"
+	"lemon/host/hosttest"
 	"lemon/protocol"
 	"lemon/worker"
 )
@@ -403,5 +405,82 @@ func TestTokenStoreRefusesSwappedRecord(t *testing.T) {
 	}
 	if _, err := store.Load("node-c", "wss://c/ws"); !errors.Is(err, worker.ErrNoRecord) {
 		t.Fatalf("missing: %v", err)
+	}
+}
+
+// A join that meets its token's bound of live pairings waits (with
+// backoff) for a place instead of failing, and pairs once one frees.
+func TestPairWaitsAtPairingBound(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	onCode, _ := approver(t, c)
+	cfg := pairCfg(c, store, "first")
+	cfg.OnCode = onCode
+	first, err := worker.Pair(pairCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill the join token's bound: one recovery (approved, not exchanged)
+	// and MaxPendingPairingsPerCredential-1 pending new nodes.
+	join, err := client.Dial(context.Background(), c.URL, client.Options{Token: joinToken, Scopes: []string{protocol.ScopePairing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer join.Close()
+	call := func(method string, params any) json.RawMessage {
+		t.Helper()
+		raw, perr := join.Call(pairCtx(t), method, params)
+		if perr != nil {
+			t.Fatalf("%s: %s %s", method, perr.Code, perr.DomainCode())
+		}
+		return raw
+	}
+	var rec protocol.PairRequestResult
+	json.Unmarshal(call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: first.NodeID, RecoveryCredential: first.RecoveryCredential}), &rec)
+	for i := 1; i < protocol.MaxPendingPairingsPerCredential; i++ {
+		call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "filler-" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
+	}
+	var logs hosttest.LogBuffer
+	cfg = pairCfg(c, store, "waiting")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	codes := make(chan string, 1)
+	cfg.OnCode = func(code string, _ time.Time) { codes <- code }
+	type result struct {
+		rec *worker.NodeRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { r, err := worker.Pair(pairCtx(t), cfg); done <- result{r, err} }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "too many pairings in progress; retrying") {
+		select {
+		case r := <-done:
+			t.Fatalf("Pair returned at the bound: %v", r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Pair never met the bound:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Completing the recovery frees a place: the waiting join shows its code.
+	var rc protocol.PairRequestResult
+	json.Unmarshal(call(protocol.MethodPairRequest, protocol.PairRequestParams{PairingID: rec.PairingID, RequestSecret: rec.RequestSecret}), &rc)
+	call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{PairingID: rc.PairingID, Challenge: rc.Challenge})
+	var code string
+	select {
+	case code = <-codes:
+	case r := <-done:
+		t.Fatalf("Pair returned before its code: %v", r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no code after a place freed")
+	}
+	if _, perr := c.operator(t).Call(context.Background(), protocol.MethodPairApprove, protocol.PairDecisionParams{Code: code}); perr != nil {
+		t.Fatal(perr)
+	}
+	r := <-done
+	if r.err != nil || r.rec.Name != "waiting" {
+		t.Fatalf("Pair: %v", r.err)
 	}
 }
