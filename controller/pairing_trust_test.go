@@ -293,3 +293,15 @@ func TestPairingPerCredentialCap(t *testing.T) {
 		t.Fatalf("after expiry: %s", f.raw)
 	}
 }
+
+// The controller's own scope table agrees with protocol.RequiredScope for
+// every pairing method.
+func TestPairingMethodScopesMatchProtocol(t *testing.T) {
+	for _, m := range []string{protocol.MethodPairRequest, protocol.MethodPairApprove, protocol.MethodPairReject,
+		protocol.MethodPairList, protocol.MethodConnectChallenge} {
+		want, ok := protocol.RequiredScope(m)
+		if got := controllerMethods[m]; !ok || got != want {
+			t.Errorf("%s: controller requires %q, protocol %q (%v)", m, got, want, ok)
+		}
+	}
+}
