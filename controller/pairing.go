@@ -518,6 +518,17 @@ func (r *registry) pairList() protocol.PairListResult {
 func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protocol.ConnectChallengeResult, *protocol.Error) {
 	invalid := protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainChallengeInvalid,
 		"the challenge was not accepted; it may be wrong, used or expired")
+	if p.NextRecoveryCredential != "" {
+		if e := protocol.ValidateRecoveryCredential("nextRecoveryCredential", p.NextRecoveryCredential); e != nil {
+			return protocol.ConnectChallengeResult{}, e
+		}
+	}
+	newRecovery := func() string {
+		if p.NextRecoveryCredential != "" {
+			return p.NextRecoveryCredential
+		}
+		return newSecret("lnr_")
+	}
 	r.mu.Lock()
 	rec, ok := r.pairings[p.PairingID]
 	now := r.nowMs()
@@ -545,7 +556,7 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 			r.mu.Unlock()
 			return protocol.ConnectChallengeResult{}, nameTaken()
 		}
-		recovery = newSecret("lnr_")
+		recovery = newRecovery()
 		nrec = nodeRecord{ID: rec.NodeID, Name: rec.Name, Identity: protocol.NodeIdentityPaired, CreatedAtMs: now,
 			Generation: 1, RecoveryHash: hashHex(recovery), Methods: rec.Methods}
 	default:
@@ -569,7 +580,7 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 		nrec = e.rec
 		nrec.Generation++
 		// The credential rotates at every use.
-		recovery = newSecret("lnr_")
+		recovery = newRecovery()
 		nrec.RecoveryHash = hashHex(recovery)
 	}
 	token := newSecret("lns_")

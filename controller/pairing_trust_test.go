@@ -305,3 +305,36 @@ func TestPairingMethodScopesMatchProtocol(t *testing.T) {
 		}
 	}
 }
+
+// A node may choose its next recovery credential (stored before it asks,
+// so a lost answer does not lose the identity): 32 and 256 bytes pass, 31
+// and 257 bytes and a space are refused without consuming the pairing.
+func TestNodeChosenRecoveryCredential(t *testing.T) {
+	clock := &testClock{t: time.UnixMilli(1_800_000_000_000)}
+	s := startServer(t, pairingConfig("", clock))
+	w := connectOperator(t, s.url, adminToken, protocol.ScopePairing)
+	req := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "chooser"}))
+	for _, bad := range []string{strings.Repeat("a", 31), strings.Repeat("a", 257), strings.Repeat("a", 20) + " " + strings.Repeat("a", 20)} {
+		wantError(t, w.call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: req.Challenge,
+			NextRecoveryCredential: bad}), protocol.CodeInvalidParams, "")
+	}
+	at32 := strings.Repeat("b", 32)
+	ch := decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
+		protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: req.Challenge, NextRecoveryCredential: at32}))
+	if ch.RecoveryCredential != at32 {
+		t.Fatalf("challenge: recovery credential not the chosen one")
+	}
+	// It works for the next re-pair, which chooses a 256-byte one.
+	at256 := strings.Repeat("c", 256)
+	rec := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: ch.NodeID, RecoveryCredential: at32}))
+	ch2 := decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
+		protocol.ConnectChallengeParams{PairingID: rec.PairingID, Challenge: rec.Challenge, NextRecoveryCredential: at256}))
+	if ch2.RecoveryCredential != at256 || ch2.SessionGeneration != 2 {
+		t.Fatalf("re-pair: generation %d", ch2.SessionGeneration)
+	}
+	wantError(t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: ch.NodeID, RecoveryCredential: at32}),
+		protocol.CodeUnauthorized, protocol.DomainRecoveryInvalid)
+	if f := w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: ch.NodeID, RecoveryCredential: at256}); !f.OK {
+		t.Fatalf("chosen credential: %s", f.raw)
+	}
+}

@@ -32,9 +32,11 @@ import (
 //     ChallengeTTL; asking again after the challenge was lost issues a fresh
 //     one (the old one stops working). The controller also pushes event
 //     node.pair.resolved to the requesting connection.
-//  4. connect.challenge {pairingId, challenge} returns a session token valid
-//     SessionTTL and a new recovery credential (every kind: the credential
-//     rotates on each use, the one it replaces stops working). This
+//  4. connect.challenge {pairingId, challenge, nextRecoveryCredential?}
+//     returns a session token valid SessionTTL and a new recovery credential
+//     (every kind: the credential rotates on each use, the one it replaces
+//     stops working; a node that stored nextRecoveryCredential first can
+//     re-pair with it if the answer is lost). This
 //     revokes every older session of the node, closes its sockets and
 //     increments the session generation that routing pins.
 //  5. The worker reconnects with role "node" and auth.token = the session
@@ -191,15 +193,45 @@ type PairListResult struct {
 }
 
 // ConnectChallengeParams are the params of connect.challenge.
+//
+// NextRecoveryCredential, optional, is the recovery credential the node
+// will hold after the exchange, chosen by the node (at least
+// MinRecoveryCredentialBytes random-looking printable ASCII, at most
+// MaxRecoveryCredentialBytes) and stored by it before it sends the
+// request. Then an answer lost in transit does not lose the identity: the
+// node re-pairs with it. Without it the controller chooses one.
 type ConnectChallengeParams struct {
-	PairingID string `json:"pairingId"`
-	Challenge string `json:"challenge"`
+	PairingID              string `json:"pairingId"`
+	Challenge              string `json:"challenge"`
+	NextRecoveryCredential string `json:"nextRecoveryCredential,omitempty"`
+}
+
+// Bounds of a node-chosen recovery credential, in bytes.
+const (
+	MinRecoveryCredentialBytes = 32
+	MaxRecoveryCredentialBytes = 256
+)
+
+// ValidateRecoveryCredential checks a node-chosen recovery credential:
+// MinRecoveryCredentialBytes..MaxRecoveryCredentialBytes bytes of
+// printable ASCII (0x21..0x7e). The error names the field, never the value.
+func ValidateRecoveryCredential(field, cred string) *Error {
+	if len(cred) < MinRecoveryCredentialBytes || len(cred) > MaxRecoveryCredentialBytes {
+		return InvalidParams(field, field+" must be 32 to 256 bytes")
+	}
+	for i := 0; i < len(cred); i++ {
+		if cred[i] < 0x21 || cred[i] > 0x7e {
+			return InvalidParams(field, field+" must be printable ASCII without spaces")
+		}
+	}
+	return nil
 }
 
 // ConnectChallengeResult is the payload of connect.challenge. SessionToken
 // is valid until ExpiresAtMs (Unix ms, SessionTTL). RecoveryCredential is
 // the node's new recovery credential (every kind; the previous one stops
-// working): store it with the token, replacing the old one atomically.
+// working; the NextRecoveryCredential of the request when it gave one):
+// store it with the token, replacing the old one atomically.
 type ConnectChallengeResult struct {
 	NodeID             string `json:"nodeId"`
 	Name               string `json:"name"`

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,6 +127,14 @@ type pairing struct {
 	params    protocol.PairRequestParams
 	pending   *PendingPairing
 	codeShown bool
+	// lostAnswer is set while re-pairing lostNodeID with the credential a
+	// completed pairing whose answer was lost set (see request); plan's
+	// kind and params are kept in planKind and planParams.
+	lostAnswer            bool
+	lostNodeID            string
+	planKind              string
+	planParams            protocol.PairRequestParams
+	triedLost, triedPlain bool
 }
 
 // plan chooses the pairing kind and the first request's params.
@@ -156,6 +166,9 @@ func (p *pairing) plan() error {
 
 // expectedNodeID is the node ID a re-pairing must come back with.
 func (p *pairing) expectedNodeID() string {
+	if p.lostAnswer {
+		return p.lostNodeID
+	}
 	if p.cfg.Repair {
 		return p.cfg.NodeID
 	}
@@ -231,7 +244,8 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 	}
 
 	// Request a new pairing or resume the pending one.
-	request := func() (protocol.PairRequestResult, error) {
+	var request func() (protocol.PairRequestResult, error)
+	request = func() (protocol.PairRequestResult, error) {
 		var res protocol.PairRequestResult
 		params := p.params
 		if p.pending != nil {
@@ -243,6 +257,23 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 		}
 		if perr != nil {
 			switch {
+			case perr.DomainCode() == protocol.DomainPairingNotFound && p.pending != nil && p.pending.NextRecovery != "" &&
+				p.pending.NodeID != "" && !p.triedLost:
+				// The challenge exchange may have completed with its answer
+				// lost: then the credential it set is the node's now. The
+				// pending file stays until the new pairing replaces it.
+				p.log.Info("the pairing is gone after its challenge was sent; re-pairing with the credential it set")
+				p.triedLost, p.lostAnswer, p.lostNodeID = true, true, p.pending.NodeID
+				p.planKind, p.planParams = p.kind, p.params
+				p.kind = protocol.PairKindRecover
+				p.params = protocol.PairRequestParams{NodeID: p.pending.NodeID, RecoveryCredential: p.pending.NextRecovery}
+				p.pending = nil
+				return request()
+			case perr.DomainCode() == protocol.DomainRecoveryInvalid && p.lostAnswer && !p.triedPlain:
+				// The exchange never completed: pair as planned.
+				p.triedPlain, p.lostAnswer = true, false
+				p.kind, p.params = p.planKind, p.planParams
+				return request()
 			case perr.DomainCode() == protocol.DomainPairingNotFound && p.pending != nil:
 				p.cfg.Store.DeletePending(p.cfg.ControllerURL, p.key)
 				p.pending = nil
@@ -329,9 +360,23 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 var errChallengeLost = errors.New("challenge refused")
 
 // exchange trades the one-time challenge for a session and stores it.
+// The next recovery credential is chosen here and saved with the pending
+// pairing before the request is sent, so a lost answer leaves the node a
+// credential that works (see request).
 func (p *pairing) exchange(call func(string, any) (json.RawMessage, *protocol.Error, error), res protocol.PairRequestResult) (*NodeRecord, error) {
+	next := ""
+	if p.pending != nil {
+		if p.pending.NextRecovery == "" || p.pending.NodeID != res.NodeID {
+			p.pending.NextRecovery, p.pending.NodeID = newRecoveryCredential(), res.NodeID
+			if err := p.cfg.Store.SavePending(p.pending); err != nil {
+				p.log.Warn("pending pairing not saved; the controller chooses the recovery credential")
+				p.pending.NextRecovery = ""
+			}
+		}
+		next = p.pending.NextRecovery
+	}
 	raw, perr, err := call(protocol.MethodConnectChallenge,
-		protocol.ConnectChallengeParams{PairingID: res.PairingID, Challenge: res.Challenge})
+		protocol.ConnectChallengeParams{PairingID: res.PairingID, Challenge: res.Challenge, NextRecoveryCredential: next})
 	if err != nil {
 		return nil, err
 	}
@@ -398,6 +443,15 @@ func (p *pairing) joinName(cr protocol.ConnectChallengeResult) string {
 		return n
 	}
 	return cr.Name
+}
+
+// newRecoveryCredential returns "lnr_" + 32 random bytes in base64url.
+func newRecoveryCredential() string {
+	b := make([]byte, 32)
+	if _, err := crand.Read(b); err != nil {
+		panic("worker: crypto/rand failed")
+	}
+	return "lnr_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // String never prints credentials.

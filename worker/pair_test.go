@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -11,9 +12,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	bolt "go.etcd.io/bbolt"
 
 	"lemon/client"
@@ -483,4 +486,69 @@ func TestPairWaitsAtPairingBound(t *testing.T) {
 	if r.err != nil || r.rec.Name != "waiting" {
 		t.Fatalf("Pair: %v", r.err)
 	}
+}
+
+// dropFirstSession is a net.Conn that fails the first read carrying a
+// connect.challenge answer (a "sessionToken"), as a connection lost right
+// after the controller committed the exchange.
+type dropFirstSession struct {
+	net.Conn
+	dropped *atomic.Bool
+}
+
+func (c dropFirstSession) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && strings.Contains(string(b[:n]), `"sessionToken"`) && c.dropped.CompareAndSwap(false, true) {
+		c.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// The answer to connect.challenge is lost after the controller committed
+// it (the recovery credential rotated): the worker re-pairs with the
+// credential it chose and saved before sending, so neither a new node nor
+// a re-pair loses its identity.
+func TestPairSurvivesLostChallengeAnswer(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	var dropped atomic.Bool
+	dialer := &websocket.Dialer{HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return dropFirstSession{conn, &dropped}, nil
+		}}
+	onCode, codes := approver(t, c)
+	cfg := pairCfg(c, store, "lossy")
+	cfg.OnCode, cfg.Dialer = onCode, dialer
+	rec, err := worker.Pair(pairCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("new node with a lost answer: %v", err)
+	}
+	if !dropped.Load() || rec.Name != "lossy" || rec.SessionGeneration != 2 || len(codes()) != 1 {
+		t.Fatalf("new node: dropped %v, %v gen %d, codes %v", dropped.Load(), rec, rec.SessionGeneration, codes())
+	}
+	// A re-pair whose answer is lost keeps the identity too.
+	dropped.Store(false)
+	cfg = pairCfg(c, store, "")
+	cfg.Existing, cfg.Dialer = rec, dialer
+	rec2, err := worker.Pair(pairCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("re-pair with a lost answer: %v", err)
+	}
+	if !dropped.Load() || rec2.NodeID != rec.NodeID || rec2.SessionGeneration != 4 || rec2.RecoveryCredential == rec.RecoveryCredential {
+		t.Fatalf("re-pair: dropped %v, %v gen %d", dropped.Load(), rec2, rec2.SessionGeneration)
+	}
+	if got, err := store.Load(rec.NodeID, c.URL); err != nil || got.RecoveryCredential != rec2.RecoveryCredential || got.SessionToken != rec2.SessionToken {
+		t.Fatalf("stored: %v", err)
+	}
+	// The stored session works.
+	done, stop := runPaired(t, c, rec2, newFake())
+	waitOnline(t, c.operator(t), rec.NodeID, true)
+	stop()
+	<-done
 }

@@ -64,6 +64,10 @@ type PendingPairing struct {
 	RequestSecret string `json:"requestSecret"`
 	Code          string `json:"code"`
 	ExpiresAtMs   int64  `json:"expiresAtMs"`
+	// NextRecovery is the recovery credential this pairing's
+	// connect.challenge sets, chosen and saved before the request is sent:
+	// if its answer is lost, the node re-pairs NodeID with it.
+	NextRecovery string `json:"nextRecovery,omitempty"`
 }
 
 // Errors of the token store. None of them carries record content.
