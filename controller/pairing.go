@@ -577,10 +577,15 @@ func (r *registry) exchangeChallenge(p protocol.ConnectChallengeParams) (protoco
 			return protocol.ConnectChallengeResult{}, protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainRecoveryInvalid,
 				"the recovery credential was not accepted for this nodeId")
 		}
+		// The credential rotates at every use: a node-chosen one must differ.
+		recovery = newRecovery()
+		if equalHash(recovery, e.rec.RecoveryHash) {
+			r.mu.Unlock()
+			return protocol.ConnectChallengeResult{}, protocol.InvalidParams("nextRecoveryCredential",
+				"nextRecoveryCredential must differ from the current recovery credential")
+		}
 		nrec = e.rec
 		nrec.Generation++
-		// The credential rotates at every use.
-		recovery = newRecovery()
 		nrec.RecoveryHash = hashHex(recovery)
 	}
 	token := newSecret("lns_")

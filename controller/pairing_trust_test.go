@@ -324,9 +324,12 @@ func TestNodeChosenRecoveryCredential(t *testing.T) {
 	if ch.RecoveryCredential != at32 {
 		t.Fatalf("challenge: recovery credential not the chosen one")
 	}
-	// It works for the next re-pair, which chooses a 256-byte one.
+	// It works for the next re-pair, which may not keep it (rotation) and
+	// chooses a 256-byte one.
 	at256 := strings.Repeat("c", 256)
 	rec := decode[protocol.PairRequestResult](t, w.call(protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: ch.NodeID, RecoveryCredential: at32}))
+	wantError(t, w.call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{PairingID: rec.PairingID, Challenge: rec.Challenge,
+		NextRecoveryCredential: at32}), protocol.CodeInvalidParams, "")
 	ch2 := decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
 		protocol.ConnectChallengeParams{PairingID: rec.PairingID, Challenge: rec.Challenge, NextRecoveryCredential: at256}))
 	if ch2.RecoveryCredential != at256 || ch2.SessionGeneration != 2 {
