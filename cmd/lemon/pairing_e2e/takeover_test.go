@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -235,4 +236,72 @@ func (h *harness) makeLegacy(nodeID string) {
 		h.t.Fatal(err)
 	}
 	h.startController()
+}
+
+// TestLegacyRepairOfLiveNodeNeedsAdmin: the legitimate repair of a legacy
+// node (no recovery credential on the controller) that is still online:
+// `lemon node join --pair --repair --node-id` with the joining hosts'
+// token shows a code; an approvals-only approver is refused because the
+// approval revokes the live session; `lemon nodes approve` with the admin
+// token says it will; the repair completes, the live session's socket is
+// closed (4002), and the node holds a recovery credential. The live
+// session is held by a raw client, so the repairing process can open the
+// node's state directory.
+func TestLegacyRepairOfLiveNodeNeedsAdmin(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	a := h.newNodeHome("legacy-host")
+	n1, rec := h.pairNew("node a", a, "legacy")
+	h.waitOnline(rec.NodeID, n1)
+	if c := n1.stop(); c != 0 {
+		t.Fatalf("node exit %d", c)
+	}
+	h.makeLegacy(rec.NodeID)
+	live, err := h.dialNode(rec.SessionToken, rec.NodeID)
+	if err != nil {
+		t.Fatalf("live session: %v", err)
+	}
+	h.waitOnline(rec.NodeID, nil)
+
+	n2 := h.startNode("node a (repair)", a, "legacy", true, "--repair", "--node-id", rec.NodeID)
+	code := n2.waitFor(codeRE, startWait)[1]
+	_, errOut, exit := h.run("lemon nodes approve (approvals token)", baseEnv(filepath.Join(h.root, "approver-cli"),
+		"LEMON_OPERATOR_TOKEN="+h.approveToken), "nodes", "--controller", h.url, "approve", code)
+	if exit != 1 || !strings.Contains(errOut, protocol.DomainAdminRequired) {
+		t.Fatalf("approvals-only approve of a live repair: exit %d %q", exit, errOut)
+	}
+	select {
+	case <-live.Done():
+		t.Fatalf("the refused approval disconnected the node: %v", live.Err())
+	default:
+	}
+	out := h.mustCLI("nodes", "approve", code)
+	if !strings.Contains(out, "approved") || !strings.Contains(out, "revokes the live session of node "+rec.NodeID) {
+		t.Fatalf("admin approve output: %q", out)
+	}
+	if m := n2.waitFor(pairedRE, startWait); m[2] != rec.NodeID {
+		t.Fatalf("repaired as %s, want %s", m[2], rec.NodeID)
+	}
+	select {
+	case <-live.Done():
+	case <-time.After(startWait):
+		t.Fatal("the revoked session's socket stayed open")
+	}
+	if c := closeCode(live.Err()); c != 4002 {
+		t.Fatalf("revoked socket closed with %d (%v), want 4002", c, live.Err())
+	}
+	cur := h.loadRecord(a, rec.NodeID)
+	if cur.RecoveryCredential == "" || cur.RecoveryCredential == rec.RecoveryCredential || cur.SessionGeneration != rec.SessionGeneration+1 {
+		t.Fatalf("repaired record: generation %d (was %d), new credential %v", cur.SessionGeneration, rec.SessionGeneration,
+			cur.RecoveryCredential != rec.RecoveryCredential)
+	}
+	h.waitOnline(rec.NodeID, n2)
+	if cwd := h.hostInfo(rec.NodeID); cwd != a.cwd {
+		t.Fatalf("node.host.info answered from %s", cwd)
+	}
+	// Now it holds a credential: a second repair is refused.
+	raw, perr := h.callWith(h.pairToken, protocol.MethodPairRequest, protocol.PairRequestParams{NodeID: rec.NodeID, Repair: true})
+	if perr == nil || perr.DomainCode() != protocol.DomainRepairRefused {
+		t.Fatalf("second repair: %s %v", raw, perr)
+	}
 }
