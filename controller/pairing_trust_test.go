@@ -98,6 +98,14 @@ func TestPairingTokenCannotTakeOverNode(t *testing.T) {
 	wantError(t, att.call(protocol.MethodConnectChallenge, protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: "lnc_guess"}),
 		protocol.CodeForbidden, protocol.DomainPairingRejected)
 
+	// connect as role node with nodeId V, holding only the pairing token.
+	p := dialPeer(t, s.url)
+	p.writeJSON(protocol.Request{Type: "req", ID: "c1", Method: "connect", Params: mustJSON(t, protocol.ConnectParams{
+		Role: "node", Auth: protocol.ConnectAuth{Token: pairToken}, Node: &protocol.NodeAdvertise{NodeID: victim.NodeID, Methods: map[string]int{}}})})
+	if f := p.next(); f.OK || f.Error == nil || f.Error.Code != protocol.CodeUnauthorized {
+		t.Fatalf("connect as the victim with the pairing token: %s", f.raw)
+	}
+
 	// The victim never noticed: same socket, same generation, serving.
 	if g := echoOn(t, s, node, victim.NodeID); g != 1 {
 		t.Fatalf("generation after the attempt %d", g)
