@@ -270,8 +270,9 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 				p.pending = nil
 				return request()
 			case perr.DomainCode() == protocol.DomainRecoveryInvalid && p.lostAnswer && !p.triedPlain:
-				// The exchange never completed: pair as planned.
-				p.triedPlain, p.lostAnswer = true, false
+				// The exchange never completed (the pairing expired): pair
+				// as planned; a pairing that waits shows its new code.
+				p.triedPlain, p.lostAnswer, p.codeShown = true, false, false
 				p.kind, p.params = p.planKind, p.planParams
 				return request()
 			case perr.DomainCode() == protocol.DomainPairingNotFound && p.pending != nil:

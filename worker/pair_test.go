@@ -552,3 +552,28 @@ func TestPairSurvivesLostChallengeAnswer(t *testing.T) {
 	stop()
 	<-done
 }
+
+// A pending pairing whose challenge was sent but never reached the
+// controller, and which then expired: the credential it would have set
+// is refused, and the join pairs as planned, showing its new code.
+func TestPairAfterUnsentChallengeExpired(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store, _ := worker.DefaultTokenStore()
+	c := startController(t, t.TempDir(), "")
+	if err := store.SavePending(&worker.PendingPairing{ControllerURL: c.URL, Name: "name:unsent", NodeID: "node-0123456789abcdef0123456789abcdef",
+		Kind: protocol.PairKindNew, PairingID: "pair-000000000000000000000000", RequestSecret: "lnq_gone", Code: "AAAA-AAAA",
+		ExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(), NextRecovery: "lnr_" + strings.Repeat("x", 43)}); err != nil {
+		t.Fatal(err)
+	}
+	onCode, codes := approver(t, c)
+	cfg := pairCfg(c, store, "unsent")
+	cfg.OnCode = onCode
+	rec, err := worker.Pair(pairCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("Pair: %v", err)
+	}
+	if rec.Name != "unsent" || rec.NodeID == "node-0123456789abcdef0123456789abcdef" || rec.SessionGeneration != 1 ||
+		len(codes()) != 1 || codes()[0] == "AAAA-AAAA" {
+		t.Fatalf("record %v gen %d, codes %v", rec, rec.SessionGeneration, codes())
+	}
+}
