@@ -16,7 +16,7 @@ import (
 
 // TestPairingTokenCannotTakeOverNode: the joining hosts' token, which
 // holds only operator.pairing, tries to take over a paired node the way
-// the issue describes (repair request, approval from a second connection,
+// reported (repair request, approval from a second connection,
 // polling for the challenge, connect.challenge, connecting as the node)
 // and is refused at every step, also against a legacy node without a
 // recovery credential; it cannot fill more than its own bound of pending
