@@ -35,7 +35,7 @@ type AuditClass string
 const (
 	AuditMeta     AuditClass = "meta"     // no effect on node state (host info, stat)
 	AuditRead     AuditClass = "read"     // reads node state
-	AuditMutation AuditClass = "mutation" // changes node state
+	AuditMutation AuditClass = "mutation" // changes node state; declares the call an effect (Effect)
 )
 
 // Effect reports whether the call is declared as an effect on node state
