@@ -71,7 +71,7 @@ type fixture struct {
 	log *bytes.Buffer
 }
 
-func newFixture(t *testing.T, cfg host.Config) *fixture {
+func newFixture(t testing.TB, cfg host.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{tt: &testTable{release: make(chan struct{})}, log: &bytes.Buffer{}}
