@@ -19,12 +19,19 @@ import (
 
 // RateRule is one token bucket: PerSecond tokens a second up to Burst.
 // Module "" matches every module; HostCall "" matches every host call of
-// the matched modules. Every (rule, module) pair gets its own bucket.
+// the matched modules. Every (rule, module) pair gets its own bucket, and
+// a host call takes a token from every bucket whose rule matches it, or
+// from none (docs/POLICY.md, "Rate limits").
 type RateRule struct {
 	Module    string
 	HostCall  string
 	PerSecond float64
 	Burst     int
+}
+
+// Matches reports whether the rule applies to a host call of a module.
+func (r RateRule) Matches(module, hostcall string) bool {
+	return (r.Module == "" || r.Module == module) && (r.HostCall == "" || r.HostCall == hostcall)
 }
 
 // Gate is the single checkpoint every host call passes (DESIGN §5): the
@@ -84,25 +91,39 @@ func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts b
 	return allowed
 }
 
-func (g *Gate) limiter(module, hostcall string) *rate.Limiter {
+// allow takes one token from every bucket whose rule matches the host
+// call, or, if any of them is empty, from none and returns false. The
+// check and the take happen under g.mu, so concurrent calls never leave a
+// bucket charged for a call another bucket refused.
+func (g *Gate) allow(module, hostcall string) bool {
+	if len(g.rules) == 0 {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var matched []*rate.Limiter
 	for i, r := range g.rules {
-		if (r.Module == "" || r.Module == module) && (r.HostCall == "" || r.HostCall == hostcall) {
-			key := strconv.Itoa(i) + "|" + module
-			g.mu.Lock()
-			l, ok := g.limiters[key]
-			if !ok {
-				burst := r.Burst
-				if burst < 1 {
-					burst = 1
-				}
-				l = rate.NewLimiter(rate.Limit(r.PerSecond), burst)
-				g.limiters[key] = l
-			}
-			g.mu.Unlock()
-			return l
+		if !r.Matches(module, hostcall) {
+			continue
+		}
+		key := strconv.Itoa(i) + "|" + module
+		l, ok := g.limiters[key]
+		if !ok {
+			l = rate.NewLimiter(rate.Limit(r.PerSecond), max(r.Burst, 1))
+			g.limiters[key] = l
+		}
+		matched = append(matched, l)
+	}
+	now := time.Now()
+	for _, l := range matched {
+		if l.TokensAt(now) < 1 {
+			return false
 		}
 	}
-	return nil
+	for _, l := range matched {
+		l.AllowN(now, 1)
+	}
+	return true
 }
 
 var errForbiddenCap = protocol.DomainError(protocol.CodeForbidden, protocol.DomainCapabilityDenied,
@@ -125,7 +146,11 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 		g.record(inv, hc.Name, "capability_denied", 0)
 		return nil, errForbiddenCap
 	}
-	if l := g.limiter(module, hc.Name); l != nil && !l.Allow() {
+	// Rate limits admit work, they never interrupt it: once an effect of
+	// this invocation has succeeded, its later host calls (collecting a
+	// receipt, finishing what was begun) are neither charged nor refused,
+	// so a limit cannot turn a done effect into a "nothing was done".
+	if !inv.applied() && !g.allow(module, hc.Name) {
 		g.record(inv, hc.Name, "rate_limited", 0)
 		return nil, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,
 			"host-call rate limit reached; nothing was done").WithRetry(true, false)
@@ -139,8 +164,14 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 	elapsed := time.Since(start)
 	if err != nil {
 		pe := protocol.AsError(err)
+		if d := pe.Details; d != nil && d.MutationMayHaveApplied != nil && *d.MutationMayHaveApplied {
+			inv.markApplied() // the call itself says its effect may have happened
+		}
 		g.record(inv, hc.Name, outcomeOf(pe), elapsed)
 		return nil, pe
+	}
+	if hc.Effect() {
+		inv.markApplied()
 	}
 	g.record(inv, hc.Name, "ok", elapsed)
 	if out == nil {

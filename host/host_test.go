@@ -29,9 +29,11 @@ func TestMain(m *testing.M) {
 
 // testTable is the host-call table testmod imports.
 type testTable struct {
-	mu      sync.Mutex
-	pings   int
-	release chan struct{}
+	mu         sync.Mutex
+	pings      int
+	writes     int
+	lastResult int // Invocation.MaxResultBytes the last test.ping saw
+	release    chan struct{}
 }
 
 func (tt *testTable) table() hostcalls.Table {
@@ -41,6 +43,7 @@ func (tt *testTable) table() hostcalls.Table {
 				tt.mu.Lock()
 				tt.pings++
 				n := tt.pings
+				tt.lastResult = call.Invocation().MaxResultBytes
 				tt.mu.Unlock()
 				return json.Marshal(map[string]any{"pong": n, "module": call.Module(), "args": json.RawMessage(args)})
 			}},
@@ -54,6 +57,9 @@ func (tt *testTable) table() hostcalls.Table {
 			}},
 		{Name: "test.write", Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation,
 			Func: func(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
+				tt.mu.Lock()
+				tt.writes++
+				tt.mu.Unlock()
 				return []byte(`{}`), nil
 			}},
 	}
@@ -65,7 +71,7 @@ type fixture struct {
 	log *bytes.Buffer
 }
 
-func newFixture(t *testing.T, cfg host.Config) *fixture {
+func newFixture(t testing.TB, cfg host.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{tt: &testTable{release: make(chan struct{})}, log: &bytes.Buffer{}}

@@ -28,6 +28,10 @@ type invocation struct {
 	info   hostcalls.Invocation
 	caps   map[string]bool
 
+	// outcome is marked once an effect of this invocation has succeeded
+	// (the request's own InvokeOutcome when the session gave one).
+	outcome *protocol.InvokeOutcome
+
 	mu       sync.Mutex
 	blobs    map[uint32][]byte
 	nextBlob uint32
@@ -72,6 +76,9 @@ func (inv *invocation) Await(done <-chan struct{}) uint32 {
 	return inv.nextWait
 }
 
+func (inv *invocation) markApplied()  { inv.outcome.MarkApplied() }
+func (inv *invocation) applied() bool { return inv.outcome.Applied() }
+
 func (inv *invocation) setPending(b []byte) {
 	inv.mu.Lock()
 	inv.pending = b
@@ -88,8 +95,23 @@ func (inv *invocation) takePending() []byte {
 
 // Invoke runs one node method (worker.Dispatcher). ctx carries the broker
 // deadline; its cancellation (node.invoke.cancel, disconnect) stops the
-// module. Errors are protocol errors with safe messages.
+// module. Errors are protocol errors with safe messages. Once a host call
+// declared as an effect (hostcalls.HostCall.Effect) has succeeded, the
+// invocation is marked applied (req.Outcome, when given) and any error it
+// ends with carries retrySafe:false, mutationMayHaveApplied:true.
+// req.MaxResultBytes reaches host calls as Invocation.MaxResultBytes.
 func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.RawMessage, *protocol.Error) {
+	if req.Outcome == nil {
+		req.Outcome = &protocol.InvokeOutcome{}
+	}
+	payload, perr := h.invoke(ctx, req)
+	if perr != nil && req.Outcome.Applied() {
+		perr = protocol.AfterEffect(perr)
+	}
+	return payload, perr
+}
+
+func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.RawMessage, *protocol.Error) {
 	h.mu.RLock()
 	mod, ok := h.methods[req.Method]
 	h.mu.RUnlock()
@@ -104,10 +126,12 @@ func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 	inv := &invocation{
 		mod: mod, method: req.Method,
 		info: hostcalls.Invocation{InvokeID: req.InvokeID, NodeID: req.NodeID,
-			SessionGeneration: req.SessionGeneration, ExecutionContext: req.ExecutionContext},
-		caps:   h.gate.effectiveCaps(mod.manifest.Capabilities, ctxCaps, restricts),
-		blobs:  map[uint32][]byte{},
-		awaits: map[uint32]<-chan struct{}{},
+			SessionGeneration: req.SessionGeneration, ExecutionContext: req.ExecutionContext,
+			MaxResultBytes: req.MaxResultBytes},
+		outcome: req.Outcome,
+		caps:    h.gate.effectiveCaps(mod.manifest.Capabilities, ctxCaps, restricts),
+		blobs:   map[uint32][]byte{},
+		awaits:  map[uint32]<-chan struct{}{},
 	}
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
 		return nil, perr

@@ -9,6 +9,8 @@ package hostcalls
 import (
 	"context"
 	"encoding/json"
+
+	"lemon/protocol"
 )
 
 // Capabilities a host call may require. A node's ceiling (worker policy and
@@ -33,8 +35,15 @@ type AuditClass string
 const (
 	AuditMeta     AuditClass = "meta"     // no effect on node state (host info, stat)
 	AuditRead     AuditClass = "read"     // reads node state
-	AuditMutation AuditClass = "mutation" // changes node state
+	AuditMutation AuditClass = "mutation" // changes node state; declares the call an effect (Effect)
 )
+
+// Effect reports whether the call is declared as an effect on node state
+// (Audit is AuditMutation). Once such a call has succeeded in an
+// invocation, the gate no longer rate-limits that invocation's host calls
+// and every error the invocation ends with says mutationMayHaveApplied:
+// true (docs/POLICY.md, "Rate limits").
+func (h *HostCall) Effect() bool { return h.Audit == AuditMutation }
 
 // Func implements a host call. args is the JSON the guest passed; the
 // returned bytes are JSON handed back to the guest. A returned error should
@@ -81,6 +90,22 @@ type Invocation struct {
 	NodeID            string          `json:"nodeId"`
 	SessionGeneration uint64          `json:"sessionGeneration"`
 	ExecutionContext  json.RawMessage `json:"executionContext,omitempty"`
+	// MaxResultBytes is the largest success payload, in bytes of JSON, the
+	// node's connection can deliver for this request (from the negotiated
+	// maxPayload; protocol.InvokeRequest.MaxResultBytes). 0 means unknown:
+	// use ResultRoom. Host calls that return base64 bytes (process output,
+	// file chunks) size them with protocol.Base64Budget from it. Not sent
+	// to the guest.
+	MaxResultBytes int `json:"-"`
+}
+
+// ResultRoom returns MaxResultBytes, or protocol.DefaultMaxPayload when it
+// is unknown (a host driven directly, as in tests and conformance runs).
+func (i Invocation) ResultRoom() int {
+	if i.MaxResultBytes > 0 {
+		return i.MaxResultBytes
+	}
+	return protocol.DefaultMaxPayload
 }
 
 // Table is a family's list of host calls.

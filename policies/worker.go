@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"lemon/hostcalls"
@@ -222,6 +223,53 @@ func (w *Worker) Validate() error {
 		return fmt.Errorf("vault: give key_file or key_env, not both")
 	}
 	return nil
+}
+
+// CheckRateTargets refuses a rate rule that can match no host call, so a
+// misspelt rule is an error rather than a limit that silently never
+// applies: its module must be "" or a family in modules, and its hostcall
+// "" or a host call that a module the rule matches imports. modules maps
+// each module family to the host calls it imports (a module set's
+// manifests). The error names the rule by index and quotes the bad name
+// (a policy value, not request content).
+func (w *Worker) CheckRateTargets(modules map[string][]string) error {
+	for i, r := range w.RateLimits {
+		if r.Module != "" {
+			if _, ok := modules[r.Module]; !ok {
+				return fmt.Errorf("rate_limits[%d]: module %q is not a module of the module set (known: %s)",
+					i, r.Module, strings.Join(sortedKeys(modules), ", "))
+			}
+		}
+		if r.HostCall == "" {
+			continue
+		}
+		found := false
+		for family, calls := range modules {
+			if r.Module != "" && family != r.Module {
+				continue
+			}
+			for _, c := range calls {
+				found = found || c == r.HostCall
+			}
+		}
+		if !found {
+			where := "any module"
+			if r.Module != "" {
+				where = "module " + strconv.Quote(r.Module)
+			}
+			return fmt.Errorf("rate_limits[%d]: hostcall %q is not a host call of %s", i, r.HostCall, where)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func knownCapability(c string) bool {

@@ -126,3 +126,35 @@ func TestWorkerStringShowsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// A rate rule must be able to match: module = "fss" (a typo of "fs") and
+// a host call no matching module imports are refused; "" and real names
+// pass.
+func TestCheckRateTargets(t *testing.T) {
+	modules := map[string][]string{
+		"fs":      {"fs.read", "fs.write"},
+		"process": {"spawn.run", "spawn.result"},
+	}
+	for _, c := range []struct {
+		module, hostcall string
+		ok               bool
+	}{
+		{"", "", true},
+		{"fs", "", true},
+		{"process", "spawn.run", true},
+		{"", "spawn.result", true},
+		{"fss", "", false},
+		{"FS", "", false},
+		{"", "spawn.runn", false},
+		{"process", "fs.read", false}, // a real host call, but not the process module's
+	} {
+		w := &Worker{RateLimits: []RateLimit{{Module: "fs", PerSecond: 1, Burst: 1}, {Module: c.module, HostCall: c.hostcall, PerSecond: 1, Burst: 1}}}
+		err := w.CheckRateTargets(modules)
+		if (err == nil) != c.ok {
+			t.Errorf("module %q hostcall %q: %v, want ok %v", c.module, c.hostcall, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "rate_limits[1]") {
+			t.Errorf("module %q hostcall %q: error %q does not name the rule", c.module, c.hostcall, err)
+		}
+	}
+}

@@ -113,6 +113,24 @@ func (e *Error) WithRetry(retrySafe, mutationMayHaveApplied bool) *Error {
 	return e
 }
 
+// AfterEffect returns e as it must read once its request has had an
+// effect: a copy with retrySafe:false and mutationMayHaveApplied:true, the
+// code, message and domain code kept. e itself is not changed (errors are
+// often shared values). nil stays nil.
+func AfterEffect(e *Error) *Error {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.Details != nil {
+		d := *e.Details
+		c.Details = &d
+	} else {
+		c.Details = &ErrorDetails{}
+	}
+	return c.WithRetry(false, true)
+}
+
 // AsError converts any error into a protocol Error. A *Error anywhere in the
 // chain is returned as is; anything else becomes INTERNAL_ERROR with a
 // generic message, because raw error text may hold paths or OS detail.

@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"sync/atomic"
+)
 
 // Frame types (DESIGN §2). Every WebSocket text frame is one JSON object.
 const (
@@ -151,7 +154,35 @@ type InvokeRequest struct {
 	TimeoutMs         int64           `json:"timeoutMs"`
 	SessionGeneration uint64          `json:"sessionGeneration,omitempty"`
 	ExecutionContext  json.RawMessage `json:"executionContext,omitempty"`
+
+	// The fields below are never on the wire: the node's session sets them
+	// for its dispatcher.
+
+	// MaxResultBytes is the largest success payload, in bytes of JSON, the
+	// session's connection can deliver for this invocation (the negotiated
+	// maxPayload less the node.invoke.result frame around the payload);
+	// 0 means unknown. Budgets of base64 output derive from it.
+	MaxResultBytes int `json:"-"`
+	// Outcome, when set, is marked by the dispatcher once the invocation
+	// has had an effect on node state, so an error the session sends after
+	// that says mutationMayHaveApplied:true.
+	Outcome *InvokeOutcome `json:"-"`
 }
+
+// InvokeOutcome records whether an invocation has had an effect on node
+// state: a host call declared as an effect has succeeded. It is safe for
+// concurrent use; a nil *InvokeOutcome records nothing and reports false.
+type InvokeOutcome struct{ applied atomic.Bool }
+
+// MarkApplied records that an effect has happened.
+func (o *InvokeOutcome) MarkApplied() {
+	if o != nil {
+		o.applied.Store(true)
+	}
+}
+
+// Applied reports whether MarkApplied was called.
+func (o *InvokeOutcome) Applied() bool { return o != nil && o.applied.Load() }
 
 // InvokeCancel is the payload of event node.invoke.cancel.
 type InvokeCancel struct {

@@ -22,6 +22,32 @@ const (
 	PingIntervalMs = 25000
 )
 
+// RelayReserve is the room, in bytes, a budgeted result payload keeps for
+// the controller's res frame that relays it to the operator: that frame's
+// envelope with a request id of up to 128 bytes, JSON-escaped, can be
+// longer than the node.invoke.result envelope around the same payload.
+const RelayReserve = 1024
+
+// Base64Budget returns the largest decoded byte count n such that every
+// split of n bytes over fields standard-base64 strings (fields >= 1)
+// encodes to at most room bytes of string content. A string of a bytes
+// takes 4*ceil(a/3) characters, so the worst split of n >= fields bytes
+// takes 4*floor((n+2*fields)/3), and of fewer bytes 4*n. It returns 0 when
+// room holds no byte. Results that carry base64 (process output, file
+// chunks) size their bytes with it, from the invocation's MaxResultBytes
+// less the room their other fields need.
+func Base64Budget(room, fields int) int {
+	fields = max(fields, 1)
+	if room < 4 {
+		return 0
+	}
+	quanta := room / 4
+	if n := 3*quanta + 2 - 2*fields; n >= fields {
+		return n
+	}
+	return min(quanta, fields-1)
+}
+
 var (
 	// ErrTooDeep: objects and arrays nest deeper than MaxJSONDepth.
 	ErrTooDeep = errors.New("json nested too deeply")

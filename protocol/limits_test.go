@@ -411,3 +411,39 @@ func BenchmarkCheckJSONLimits(b *testing.B) {
 		}
 	}
 }
+
+// worstBase64 is the longest base64 of n bytes split over fields
+// strings, by enumeration.
+func worstBase64(n, fields int) int {
+	enc := func(a int) int { return 4 * ((a + 2) / 3) }
+	if fields == 1 {
+		return enc(n)
+	}
+	worst := 0
+	for a := 0; a <= n; a++ {
+		worst = max(worst, enc(a)+worstBase64(n-a, fields-1))
+	}
+	return worst
+}
+
+// Base64Budget is exact at its boundary: the budget encodes within room
+// for every split, and one byte more exceeds room for some split.
+func TestBase64Budget(t *testing.T) {
+	for fields := 1; fields <= 3; fields++ {
+		for room := 0; room <= 120; room++ {
+			n := Base64Budget(room, fields)
+			if w := worstBase64(n, fields); w > room {
+				t.Fatalf("room %d, %d fields: budget %d encodes to %d", room, fields, n, w)
+			}
+			if w := worstBase64(n+1, fields); w <= room {
+				t.Fatalf("room %d, %d fields: budget %d is not the largest (%d encodes to %d)", room, fields, n, n+1, w)
+			}
+		}
+	}
+	if got := Base64Budget(-5, 1); got != 0 {
+		t.Fatalf("negative room: %d", got)
+	}
+	if got := Base64Budget(1<<20, 1); got != 786432 {
+		t.Fatalf("1 MiB, one field: %d", got)
+	}
+}

@@ -296,27 +296,23 @@ func ValidateProcessStdinSize(n int) *Error {
 	return nil
 }
 
+// ProcessReceiptReserve is the room, in bytes, a receipt keeps beside
+// its two base64 output strings: its other fields (a processId of at most
+// ProcessIDMaxLen bytes, the nodeId, state, exitCode, outputTruncated)
+// and RelayReserve.
+const ProcessReceiptReserve = 4096
+
 // ProcessOutputBudget returns the largest combined stdout+stderr byte count
-// whose receipt still fits in a result frame of maxPayload bytes once both
-// streams are base64-encoded, keeping reserve bytes for the receipt's other
-// fields and the frame envelope. maxPayload <= 0 means DefaultMaxPayload.
-// The node caps captured output at min(maxOutputBytes, this budget).
-func ProcessOutputBudget(maxPayload int) int {
-	const reserve = 4096
-	if maxPayload <= 0 {
-		maxPayload = DefaultMaxPayload
+// whose receipt still fits a result payload of maxResult bytes
+// (InvokeRequest.MaxResultBytes) once both streams are base64-encoded,
+// keeping ProcessReceiptReserve for the rest. maxResult <= 0 means
+// DefaultMaxPayload. The result is at least 1. The node caps captured
+// output at min(maxOutputBytes, this budget).
+func ProcessOutputBudget(maxResult int) int {
+	if maxResult <= 0 {
+		maxResult = DefaultMaxPayload
 	}
-	room := maxPayload - reserve
-	if room <= 8 {
-		return 1
-	}
-	// Two streams of a and b bytes encode to 4*ceil(a/3)+4*ceil(b/3) <=
-	// 4*(a+b)/3 + 8 bytes.
-	n := (room - 8) / 4 * 3
-	if n < 1 {
-		n = 1
-	}
-	return n
+	return max(Base64Budget(maxResult-ProcessReceiptReserve, 2), 1)
 }
 
 // ProcessRunDeadline is the broker deadline of a run: timeoutMs + 5000 ms.

@@ -232,19 +232,34 @@ func TestProcessReceiptValidate(t *testing.T) {
 	}
 }
 
+// maxEncoded2 is the longest base64 of n bytes split over two strings:
+// the worst split puts a residue of 1 (mod 3) in both when it can.
+func maxEncoded2(n int) int {
+	worst := 0
+	for a := range min(n, 5) + 1 {
+		worst = max(worst, 4*((a+2)/3)+4*((n-a+2)/3))
+	}
+	return worst
+}
+
 func TestProcessOutputBudget(t *testing.T) {
-	for _, mp := range []int{0, 4 << 10, 64 << 10, 1 << 20, 4 << 20} {
+	for _, mp := range []int{0, 8 << 10, 64 << 10, 65536 - 131, 1 << 20, 4 << 20} {
 		n := ProcessOutputBudget(mp)
 		if mp == 0 {
 			mp = DefaultMaxPayload
 		}
-		// Worst case: the bytes split so both streams pad.
-		enc := 4*((n/2+2)/3) + 4*((n-n/2+2)/3)
-		if n < 1 || enc+4096 > mp && mp > 4096+16 {
-			t.Errorf("maxPayload %d: budget %d encodes to %d", mp, n, enc)
+		if enc := maxEncoded2(n); enc+ProcessReceiptReserve > mp {
+			t.Errorf("maxResult %d: budget %d encodes to %d", mp, n, enc)
+		}
+		// One byte more can exceed the room: the budget is the largest.
+		if enc := maxEncoded2(n + 1); enc+ProcessReceiptReserve <= mp {
+			t.Errorf("maxResult %d: budget %d is not the largest (%d encodes to %d)", mp, n, n+1, enc)
 		}
 	}
-	if got := ProcessOutputBudget(1 << 20); got != 783354 {
+	if got := ProcessOutputBudget(1 << 20); got != 783358 {
 		t.Errorf("budget for 1 MiB = %d", got)
+	}
+	if got := ProcessOutputBudget(100); got != 1 {
+		t.Errorf("budget below the reserve = %d, want 1", got)
 	}
 }

@@ -127,6 +127,19 @@ func (n *NodeHost) newHost(ctx context.Context, m moduleset.Manifest, modules ma
 			return nil, err
 		}
 	}
+	if len(o.Policy.RateLimits) > 0 && o.Logger != nil {
+		// `lemon policy check` refuses such a rule; a node keeps serving
+		// (its module set can change) but says the rule is idle.
+		loaded := map[string][]string{}
+		for _, mod := range m.Modules {
+			if lm, ok := h.Module(mod.Family); ok {
+				loaded[mod.Family] = lm.Manifest().HostCalls
+			}
+		}
+		if err := o.Policy.CheckRateTargets(loaded); err != nil {
+			o.Logger.Warn("a rate limit matches no host call of the loaded module set", "reason", err.Error())
+		}
+	}
 	return h, nil
 }
 

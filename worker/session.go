@@ -99,7 +99,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		go func() {
 			defer s.wg.Done()
 			s.reply(req.InvokeID, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
-				"node has too many invocations in flight").WithRetry(true, false))
+				"node has too many invocations in flight").WithRetry(true, false), false)
 		}()
 		return
 	}
@@ -110,6 +110,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 
 	go func() {
 		defer s.wg.Done()
+		req.Outcome = &protocol.InvokeOutcome{}
 		payload, perr := s.invoke(ctx, req)
 		// The slot is free before the result is sent: once the controller
 		// has a result, the node can take another invocation.
@@ -118,7 +119,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.inflightMu.Unlock()
 		cancel()
 		<-s.sem
-		s.reply(req.InvokeID, payload, perr)
+		s.reply(req.InvokeID, payload, perr, req.Outcome.Applied())
 	}()
 }
 
@@ -130,6 +131,8 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 	case <-ctx.Done():
 		return nil, protocol.Errorf(protocol.CodeUnavailable, "connection closed")
 	}
+	// s.limit is set once readyCh is closed.
+	req.MaxResultBytes = maxResultBytes(req.InvokeID, s.limit)
 	if s.nodeID != "" && req.NodeID != "" && req.NodeID != s.nodeID {
 		return nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainNodeIdentityMismatch,
 			"invocation addressed to another node")
@@ -162,11 +165,20 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 	return payload, perr
 }
 
+// maxResultBytes is the largest success payload, in bytes, whose
+// node.invoke.result request frame for invokeID fits limit bytes
+// (protocol.InvokeRequest.MaxResultBytes).
+func maxResultBytes(invokeID string, limit int) int {
+	envelope := len(`{"invokeId":,"result":}`) + len(protocol.AppendString(nil, invokeID))
+	return max(limit-resultFrameOverhead-envelope, 0)
+}
+
 // reply sends node.invoke.result unless the connection has ended (the
 // controller pins invocations to the connection, so a result for a closed
 // one has nowhere to go). A result that would exceed the negotiated
 // maxPayload, or the shared depth and item limits, becomes an error.
-func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol.Error) {
+// applied says the invocation has had an effect (see encodeResult).
+func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol.Error, applied bool) {
 	select {
 	case <-s.readyCh:
 	case <-s.ctx.Done():
@@ -175,7 +187,7 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 	if s.ctx.Err() != nil {
 		return
 	}
-	params := encodeResult(invokeID, payload, perr, s.limit)
+	params := encodeResult(invokeID, payload, perr, s.limit, applied)
 	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
 	defer cancel()
 	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, client.CheckedJSON(params)); err != nil {
@@ -185,9 +197,16 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 
 // encodeResult builds node.invoke.result params whose request frame fits
 // limit bytes; they are valid JSON within the protocol limits (a payload
-// is checked here, and the client sends them without checking again). A payload that does not fit, or breaks the shared depth and
-// item limits, or is not JSON, becomes an INTERNAL_ERROR result.
-func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int) json.RawMessage {
+// is checked here, and the client sends them without checking again). A
+// payload that does not fit, or breaks the shared depth and item limits,
+// or is not JSON, becomes an INTERNAL_ERROR result.
+//
+// This is where every error a node sends for an invocation is framed, so
+// this is where outcome flags are made truthful: when applied (the
+// invocation has had an effect on node state) the error, whether the
+// dispatcher's or one made here from an undeliverable result, says
+// retrySafe:false and mutationMayHaveApplied:true.
+func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int, applied bool) json.RawMessage {
 	if perr == nil {
 		if len(payload) == 0 {
 			payload = json.RawMessage("null")
@@ -208,11 +227,17 @@ func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error
 				"result exceeds the negotiated maxPayload").WithRetry(false, false)
 		}
 	}
+	if applied {
+		perr = protocol.AfterEffect(perr)
+	}
 	b, _ := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: perr})
 	if len(b)+resultFrameOverhead > limit {
 		// Only an unusually long error message can get here.
-		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID,
-			Error: protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")})
+		short := protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")
+		if applied {
+			short = protocol.AfterEffect(short)
+		}
+		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: short})
 	}
 	return b
 }

@@ -22,12 +22,12 @@ func TestEncodeResultMaxPayloadBoundary(t *testing.T) {
 		t.Fatalf("fixture frame = %d", frame(at))
 	}
 	var r protocol.InvokeResult
-	json.Unmarshal(encodeResult("i1", json.RawMessage(at), nil, limit), &r)
+	json.Unmarshal(encodeResult("i1", json.RawMessage(at), nil, limit, false), &r)
 	if r.Error != nil || string(r.Result) != at {
 		t.Fatalf("at limit: error %v", r.Error)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i1", json.RawMessage(`"`+fill+`a"`), nil, limit), &r)
+	json.Unmarshal(encodeResult("i1", json.RawMessage(`"`+fill+`a"`), nil, limit, false), &r)
 	if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge || r.Result != nil {
 		t.Fatalf("over limit: %+v", r)
 	}
@@ -36,30 +36,90 @@ func TestEncodeResultMaxPayloadBoundary(t *testing.T) {
 func TestEncodeResultJSONLimits(t *testing.T) {
 	deep := strings.Repeat("[", protocol.MaxJSONDepth) + strings.Repeat("]", protocol.MaxJSONDepth)
 	var r protocol.InvokeResult
-	json.Unmarshal(encodeResult("i", json.RawMessage(deep), nil, 1<<20), &r)
+	json.Unmarshal(encodeResult("i", json.RawMessage(deep), nil, 1<<20, false), &r)
 	if r.Error != nil {
 		t.Fatalf("depth %d refused: %v", protocol.MaxJSONDepth, r.Error)
 	}
 	tooDeep := "[" + deep + "]"
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", json.RawMessage(tooDeep), nil, 1<<20), &r)
+	json.Unmarshal(encodeResult("i", json.RawMessage(tooDeep), nil, 1<<20, false), &r)
 	if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge {
 		t.Fatalf("depth %d accepted", protocol.MaxJSONDepth+1)
 	}
 	items := "[" + strings.Repeat("1,", protocol.MaxJSONItems-1) + "1]"
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", json.RawMessage(items), nil, 1<<20), &r)
+	json.Unmarshal(encodeResult("i", json.RawMessage(items), nil, 1<<20, false), &r)
 	if r.Error != nil {
 		t.Fatalf("%d items refused", protocol.MaxJSONItems)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", json.RawMessage("[1,"+items[1:]), nil, 1<<20), &r)
+	json.Unmarshal(encodeResult("i", json.RawMessage("[1,"+items[1:]), nil, 1<<20, false), &r)
 	if r.Error == nil {
 		t.Fatalf("%d items accepted", protocol.MaxJSONItems+1)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", json.RawMessage(`{"a":`), nil, 1<<20), &r)
+	json.Unmarshal(encodeResult("i", json.RawMessage(`{"a":`), nil, 1<<20, false), &r)
 	if r.Error == nil || r.Error.Code != protocol.CodeInternal {
 		t.Fatal("invalid JSON accepted")
+	}
+}
+
+// maxResultBytes is the exact payload room of a result frame: a payload of
+// that many bytes fits the limit, one more does not.
+func TestMaxResultBytesBoundary(t *testing.T) {
+	const limit = 65536
+	for _, id := range []string{"i1", "inv-" + strings.Repeat("x", 200), "q\"\\"} {
+		room := maxResultBytes(id, limit)
+		at := `"` + strings.Repeat("a", room-2) + `"`
+		var r protocol.InvokeResult
+		json.Unmarshal(encodeResult(id, json.RawMessage(at), nil, limit, false), &r)
+		if r.Error != nil || len(r.Result) != room {
+			t.Fatalf("id %q: a payload of maxResultBytes = %d refused: %v", id, room, r.Error)
+		}
+		r = protocol.InvokeResult{}
+		json.Unmarshal(encodeResult(id, json.RawMessage(`"a`+at[1:]), nil, limit, false), &r)
+		if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge {
+			t.Fatalf("id %q: a payload of %d bytes accepted", id, room+1)
+		}
+	}
+}
+
+// Every error framed after an effect says so: one made here from an
+// undeliverable result, and one the dispatcher returned with flags that
+// claim nothing happened. Without an effect the flags are left alone.
+func TestEncodeResultAfterEffect(t *testing.T) {
+	const limit = 4096
+	big := json.RawMessage(`"` + strings.Repeat("a", limit) + `"`)
+	limited := protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited, "limit").WithRetry(true, false)
+	flags := func(b json.RawMessage) (code string, retrySafe, mayHaveApplied bool) {
+		t.Helper()
+		var r protocol.InvokeResult
+		if err := json.Unmarshal(b, &r); err != nil || r.Error == nil || r.Error.Details == nil ||
+			r.Error.Details.RetrySafe == nil || r.Error.Details.MutationMayHaveApplied == nil {
+			t.Fatalf("no error with flags: %s", b)
+		}
+		return r.Error.DomainCode(), *r.Error.Details.RetrySafe, *r.Error.Details.MutationMayHaveApplied
+	}
+	for _, c := range []struct {
+		name            string
+		payload         json.RawMessage
+		perr            *protocol.Error
+		applied         bool
+		code            string
+		retry, applied2 bool
+	}{
+		{"too large after an effect", big, nil, true, protocol.DomainPayloadTooLarge, false, true},
+		{"too large without an effect", big, nil, false, protocol.DomainPayloadTooLarge, false, false},
+		{"dispatcher error after an effect", nil, limited, true, protocol.DomainRateLimited, false, true},
+		{"dispatcher error without an effect", nil, limited, false, protocol.DomainRateLimited, true, false},
+	} {
+		code, retry, applied := flags(encodeResult("i1", c.payload, c.perr, limit, c.applied))
+		if code != c.code || retry != c.retry || applied != c.applied2 {
+			t.Errorf("%s: %s retrySafe %v mutationMayHaveApplied %v, want %s %v %v",
+				c.name, code, retry, applied, c.code, c.retry, c.applied2)
+		}
+	}
+	if !*limited.Details.RetrySafe {
+		t.Fatal("encodeResult modified the dispatcher's error")
 	}
 }

@@ -27,7 +27,8 @@ import (
 const nodeToken = "node-secret-token-5678"
 
 // fakeDispatcher serves "fast" (answers at once), "slow" (blocks until
-// released or its context ends) and "big" (returns the payload in Big).
+// released or its context ends) and "big" (returns the payload in Big);
+// "bigeffect", when a test adds it, is "big" after marking an effect.
 type fakeDispatcher struct {
 	methods map[string]int
 	release chan struct{}
@@ -35,6 +36,7 @@ type fakeDispatcher struct {
 	ended   chan error         // ctx.Err() seen by "slow" when it ends
 	seen    chan time.Duration // time left until the deadline at start
 	big     json.RawMessage
+	room    chan int // MaxResultBytes of each call
 }
 
 func newFake() *fakeDispatcher {
@@ -44,6 +46,7 @@ func newFake() *fakeDispatcher {
 		started: make(chan string, 64),
 		ended:   make(chan error, 64),
 		seen:    make(chan time.Duration, 64),
+		room:    make(chan int, 64),
 	}
 }
 
@@ -54,10 +57,17 @@ func (f *fakeDispatcher) Invoke(ctx context.Context, req protocol.InvokeRequest)
 		f.seen <- time.Until(dl)
 	}
 	f.started <- req.InvokeID
+	select {
+	case f.room <- req.MaxResultBytes:
+	default:
+	}
 	switch req.Method {
 	case "fast":
 		return json.RawMessage(`{"fast":true}`), nil
 	case "big":
+		return f.big, nil
+	case "bigeffect": // as the host does once an effect has succeeded
+		req.Outcome.MarkApplied()
 		return f.big, nil
 	case "slow":
 		select {
@@ -346,21 +356,34 @@ func TestWorkerUnadvertisedMethodAndBusy(t *testing.T) {
 	}
 }
 
-// A result larger than the negotiated maxPayload becomes an error result;
-// the connection keeps serving.
+// A result larger than the negotiated maxPayload becomes an error result
+// whose flags say whether the invocation had an effect; the dispatcher is
+// told the negotiated room, not the node's own 1 MiB; the connection
+// keeps serving.
 func TestWorkerOversizeResultBecomesError(t *testing.T) {
 	const limit = 8192
 	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken, MaxPayload: limit})
 	defer srv.Close()
 	f := newFake()
 	f.big = json.RawMessage(`"` + strings.Repeat("a", limit) + `"`)
+	f.methods["bigeffect"] = 1
 	startWorker(t, worker.Config{ControllerURL: srv.URL, Dispatcher: f})
 	ctx := ctxT(t)
 	c, _ := srv.NextNode(ctx)
-	invoke(t, c, "i1", "big", 0)
-	r, _ := srv.NextResult(ctx)
-	if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge || r.Result != nil {
-		t.Fatalf("result = %+v", r)
+	for _, m := range []struct {
+		method  string
+		applied bool
+	}{{"big", false}, {"bigeffect", true}} {
+		invoke(t, c, "i1-"+m.method, m.method, 0)
+		r, _ := srv.NextResult(ctx)
+		if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge || r.Result != nil ||
+			r.Error.Details.MutationMayHaveApplied == nil || *r.Error.Details.MutationMayHaveApplied != m.applied ||
+			*r.Error.Details.RetrySafe {
+			t.Fatalf("%s: result = %+v, want payload_too_large with mutationMayHaveApplied:%v", m.method, r, m.applied)
+		}
+		if room := <-f.room; room >= limit || room < limit-200 {
+			t.Fatalf("%s: the dispatcher was given MaxResultBytes %d for a %d-byte frame", m.method, room, limit)
+		}
 	}
 	invoke(t, c, "i2", "fast", 0)
 	if r, _ := srv.NextResult(ctx); r.InvokeID != "i2" || r.Error != nil {

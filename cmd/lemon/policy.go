@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
+	"lemon/host"
+	"lemon/host/moduleset/defaultset"
 	"lemon/policies"
 )
 
@@ -25,6 +28,9 @@ func runPolicy(args []string) int {
 	}
 	if kind == "" || kind == "--worker" {
 		w, werr := policies.LoadWorker(file)
+		if werr == nil {
+			werr = checkRateTargets(w)
+		}
 		if werr == nil {
 			fmt.Print(w.String())
 			return 0
@@ -52,4 +58,36 @@ func runPolicy(args []string) int {
 	}
 	fmt.Print(c.String())
 	return 0
+}
+
+// checkRateTargets refuses rate rules that match no module or host call
+// of the module set this binary embeds (policies.Worker.CheckRateTargets).
+// It reads each module's manifest only when the policy has rate rules.
+func checkRateTargets(w *policies.Worker) error {
+	if len(w.RateLimits) == 0 {
+		return nil
+	}
+	modules, err := embeddedHostCalls(context.Background())
+	if err != nil {
+		return fmt.Errorf("rate_limits: cannot check against the embedded module set: %w", err)
+	}
+	return w.CheckRateTargets(modules)
+}
+
+// embeddedHostCalls maps each family of the embedded module set to the
+// host calls its module imports.
+func embeddedHostCalls(ctx context.Context) (map[string][]string, error) {
+	m, mods, err := defaultset.Load()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, mod := range m.Modules {
+		man, err := host.Inspect(ctx, mods[mod.Family])
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", mod.Family, err)
+		}
+		out[mod.Family] = man.HostCalls
+	}
+	return out, nil
 }

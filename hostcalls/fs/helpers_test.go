@@ -139,9 +139,10 @@ func (e *env) dirNames(rel string) []string {
 
 // fakeCall is a hostcalls.Call with an in-memory blob store.
 type fakeCall struct {
-	mu    sync.Mutex
-	blobs map[uint32][]byte
-	next  uint32
+	mu        sync.Mutex
+	blobs     map[uint32][]byte
+	next      uint32
+	maxResult int // Invocation.MaxResultBytes
 }
 
 func newCall() *fakeCall { return &fakeCall{blobs: map[uint32][]byte{}} }
@@ -149,7 +150,7 @@ func newCall() *fakeCall { return &fakeCall{blobs: map[uint32][]byte{}} }
 func (c *fakeCall) Module() string { return "fs" }
 func (c *fakeCall) Method() string { return "node.fs.test" }
 func (c *fakeCall) Invocation() hostcalls.Invocation {
-	return hostcalls.Invocation{InvokeID: "i1", NodeID: "n1"}
+	return hostcalls.Invocation{InvokeID: "i1", NodeID: "n1", MaxResultBytes: c.maxResult}
 }
 func (c *fakeCall) Await(done <-chan struct{}) uint32 { return 0 }
 func (c *fakeCall) Blob(id uint32) ([]byte, bool) {

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"encoding/json"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -192,6 +193,26 @@ func (f *FS) openRegular(t *target, flags int) (int, *unix.Stat_t, error) {
 // the bytes never reach guest memory). At or past EOF the chunk is empty
 // and EOF is true.
 func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+	return f.read(p, offset, length, 0, put)
+}
+
+// readResultReserve is the room, in bytes, a node.fs.read payload needs
+// besides its path and its base64 data: the keys, offset, length, size,
+// eof, a media type, and protocol.RelayReserve.
+const readResultReserve = 512 + protocol.RelayReserve
+
+// ReadChunkFor returns the largest chunk, in bytes (at least 1), whose
+// node.fs.read payload for the resolved path fits maxResult bytes of JSON
+// once base64-encoded (hostcalls.Invocation.MaxResultBytes).
+func ReadChunkFor(maxResult int, path string) int {
+	enc, _ := json.Marshal(path) // an upper bound of the path as the payload holds it
+	return max(protocol.Base64Budget(maxResult-readResultReserve-len(enc), 1), 1)
+}
+
+// read is Read with the chunk also capped so the payload fits maxResult
+// bytes (ReadChunkFor); 0 means no session limit is known. A chunk may be
+// shorter than asked: the response's length says how long it is.
+func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte) uint32) (*protocol.FSReadCall, error) {
 	if offset < 0 || offset > protocol.FSMaxOffset {
 		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
 	}
@@ -213,6 +234,9 @@ func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*pro
 	defer f.closeFD(fd)
 	if length > int64(f.maxRead) {
 		length = int64(f.maxRead)
+	}
+	if maxResult > 0 {
+		length = min(length, int64(ReadChunkFor(maxResult, t.path())))
 	}
 	var buf []byte
 	if offset < st.Size {

@@ -153,7 +153,9 @@ func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, args []byte) ([]by
 	if err := decode(args, &a); err != nil {
 		return nil, err
 	}
-	return encode(f.do(ctx, "read", false, func() (any, error) { return f.Read(a.Path, a.Offset, a.Length, call.PutBlob) }))
+	return encode(f.do(ctx, "read", false, func() (any, error) {
+		return f.read(a.Path, a.Offset, a.Length, call.Invocation().MaxResultBytes, call.PutBlob)
+	}))
 }
 
 func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {

@@ -32,6 +32,12 @@ type Request struct {
 	MaxOutputBytes int64
 	Generation     uint64
 	Owner          string
+	// OutputBudget caps the combined captured output, in bytes, at what
+	// the requesting session can deliver (protocol.ProcessOutputBudget of
+	// its MaxResultBytes); 0 leaves only the spawner's own budget. It is
+	// not part of the intent: a retry over another connection is the same
+	// request.
+	OutputBudget int
 
 	// timeout overrides TimeoutMs in this package's tests only.
 	timeout time.Duration
@@ -227,6 +233,9 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
 		limit = s.budget
+	}
+	if req.OutputBudget > 0 && limit > req.OutputBudget {
+		limit = req.OutputBudget
 	}
 	r.out = &capture{limit: limit, onOverflow: func() { r.stop(reasonOverflow) }}
 	cmd := exec.Command(path, req.Argv[1:]...)

@@ -69,9 +69,14 @@ func (s *Spawner) Table() hostcalls.Table {
 	}
 }
 
+// wire turns a receipt into its host-call shape for call's invocation.
+// Output the invocation's connection cannot carry (it was captured for a
+// larger maxPayload than this request's) is unavailable to this response:
+// null with outputTruncated:true, so get and cancel always answer.
 func wire(call hostcalls.Call, rc Receipt) *WireReceipt {
 	w := &WireReceipt{State: rc.State, ExitCode: rc.ExitCode, OutputTruncated: rc.OutputTruncated}
-	if rc.Stdout != nil && rc.Stderr != nil {
+	fits := len(rc.Stdout)+len(rc.Stderr) <= protocol.ProcessOutputBudget(call.Invocation().ResultRoom())
+	if rc.Stdout != nil && rc.Stderr != nil && fits {
 		o, e := call.PutBlob(rc.Stdout), call.PutBlob(rc.Stderr)
 		w.StdoutBlob, w.StderrBlob = &o, &e
 	} else {
@@ -94,6 +99,7 @@ func (s *Spawner) hcRun(ctx context.Context, call hostcalls.Call, args []byte) (
 		ProcessID: a.ProcessID, Cwd: a.Cwd, Argv: a.Argv, Stdin: stdin,
 		TimeoutMs: a.TimeoutMs, MaxOutputBytes: a.MaxOutputBytes,
 		Generation: inv.SessionGeneration, Owner: inv.InvokeID,
+		OutputBudget: protocol.ProcessOutputBudget(inv.ResultRoom()),
 	})
 	if err != nil {
 		return nil, err

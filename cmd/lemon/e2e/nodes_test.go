@@ -152,9 +152,16 @@ var listeningRE = regexp.MustCompile(`listening on (ws://\S+/ws)`)
 // runs `lemon controller --listen 127.0.0.1:0`.
 func startCluster(t *testing.T, nodeName string) *cluster {
 	t.Helper()
+	return startClusterPolicy(t, nodeName, "")
+}
+
+// startClusterPolicy is startCluster with extra top-level controller
+// policy keys (e.g. "max_payload = 65536\n") before the node token.
+func startClusterPolicy(t *testing.T, nodeName, extra string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), opToken: "lop_" + randHex(24), nodeToken: "lnt_" + randHex(24)}
 	pol := filepath.Join(c.dir, "controller.toml")
-	text := fmt.Sprintf("[[node_tokens]]\nname = %q\ntoken_env = \"E2E_NODE_TOKEN\"\n", nodeName)
+	text := extra + fmt.Sprintf("[[node_tokens]]\nname = %q\ntoken_env = \"E2E_NODE_TOKEN\"\n", nodeName)
 	if err := os.WriteFile(pol, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

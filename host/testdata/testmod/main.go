@@ -39,6 +39,8 @@ func init() {
 			{Name: "test.spin", Version: 1, Capability: "hostinfo"},
 			{Name: "test.relay", Version: 1, Capability: "hostinfo"},
 			{Name: "test.relayblob", Version: 1, Capability: "hostinfo"},
+			{Name: "test.writeping", Version: 1, Capability: "write"},
+			{Name: "test.writefail", Version: 1, Capability: "write"},
 		},
 	}, map[string]sdk.Handler{
 		"test.ping":      ping,
@@ -49,6 +51,8 @@ func init() {
 		"test.spin":      spin,
 		"test.relay":     relay,
 		"test.relayblob": relayBlob,
+		"test.writeping": writePing,
+		"test.writefail": writeFail,
 	})
 }
 
@@ -129,4 +133,26 @@ func relayBlob(req *sdk.Request) (*sdk.Result, error) {
 		return nil, err
 	}
 	return &sdk.Result{PayloadBlob: out.Blob}, nil
+}
+
+// writePing makes an effect (test.write), then a second host call, as
+// node.process.run does (spawn.run, then spawn.result).
+func writePing(req *sdk.Request) (*sdk.Result, error) {
+	if err := sdk.Call(testWrite, nil, nil); err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	if err := sdk.Call(testPing, map[string]string{"method": req.Method}, &out); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: out}, nil
+}
+
+// writeFail makes an effect, then fails with an error that claims nothing
+// happened.
+func writeFail(req *sdk.Request) (*sdk.Result, error) {
+	if err := sdk.Call(testWrite, nil, nil); err != nil {
+		return nil, err
+	}
+	return nil, protocol.Errorf(protocol.CodeInvalidParams, "failed after the write").WithRetry(true, false)
 }
