@@ -98,7 +98,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.reply(req.InvokeID, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
+			s.reply(req.InvokeID, req.Method, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
 				"node has too many invocations in flight").WithRetry(true, false))
 		}()
 		return
@@ -118,7 +118,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.inflightMu.Unlock()
 		cancel()
 		<-s.sem
-		s.reply(req.InvokeID, payload, perr)
+		s.reply(req.InvokeID, req.Method, payload, perr)
 	}()
 }
 
@@ -166,7 +166,7 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 // controller pins invocations to the connection, so a result for a closed
 // one has nowhere to go). A result that would exceed the negotiated
 // maxPayload, or the shared depth and item limits, becomes an error.
-func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol.Error) {
+func (s *session) reply(invokeID, method string, payload json.RawMessage, perr *protocol.Error) {
 	select {
 	case <-s.readyCh:
 	case <-s.ctx.Done():
@@ -175,7 +175,7 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 	if s.ctx.Err() != nil {
 		return
 	}
-	params := encodeResult(invokeID, payload, perr, s.limit)
+	params := encodeResult(invokeID, method, payload, perr, s.limit)
 	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
 	defer cancel()
 	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, client.CheckedJSON(params)); err != nil {
@@ -186,33 +186,49 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 // encodeResult builds node.invoke.result params whose request frame fits
 // limit bytes; they are valid JSON within the protocol limits (a payload
 // is checked here, and the client sends them without checking again). A payload that does not fit, or breaks the shared depth and
-// item limits, or is not JSON, becomes an INTERNAL_ERROR result.
-func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int) json.RawMessage {
+// item limits, or is not JSON, becomes an INTERNAL_ERROR result whose
+// outcome flags follow from method: the work ran, so a pure read is
+// retrySafe:true, mutationMayHaveApplied:false and anything else is
+// retrySafe:false, mutationMayHaveApplied:true (its effect happened; only
+// the answer was lost).
+func encodeResult(invokeID, method string, payload json.RawMessage, perr *protocol.Error, limit int) json.RawMessage {
+	undeliverable := func(e *protocol.Error) *protocol.Error {
+		if protocol.PureRead(method) {
+			return e.WithRetry(true, false)
+		}
+		return e.WithRetry(false, true)
+	}
 	if perr == nil {
 		if len(payload) == 0 {
 			payload = json.RawMessage("null")
 		}
 		switch err := protocol.CheckJSONLimits(payload); {
 		case errors.Is(err, protocol.ErrTooDeep), errors.Is(err, protocol.ErrTooManyItems):
-			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
-				"result exceeds the JSON depth or item limits").WithRetry(false, false)
+			perr = undeliverable(protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the JSON depth or item limits"))
 		case err != nil:
-			perr = protocol.Errorf(protocol.CodeInternal, "node produced an invalid result")
+			perr = undeliverable(protocol.Errorf(protocol.CodeInternal, "node produced an invalid result"))
 		default:
 			// payload passed CheckJSONLimits: it is appended, not compacted again.
 			b, err := protocol.AppendInvokeResult(nil, invokeID, payload)
 			if err == nil && len(b)+resultFrameOverhead <= limit {
 				return b
 			}
-			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
-				"result exceeds the negotiated maxPayload").WithRetry(false, false)
+			perr = undeliverable(protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the negotiated maxPayload"))
 		}
 	}
 	b, _ := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: perr})
 	if len(b)+resultFrameOverhead > limit {
-		// Only an unusually long error message can get here.
-		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID,
-			Error: protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")})
+		// Only an unusually long error message can get here. Its outcome
+		// flags are kept; without any, the outcome is not known.
+		short := protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")
+		if d := perr.Details; d != nil && d.RetrySafe != nil && d.MutationMayHaveApplied != nil {
+			short = short.WithRetry(*d.RetrySafe, *d.MutationMayHaveApplied)
+		} else {
+			short = undeliverable(short)
+		}
+		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: short})
 	}
 	return b
 }

@@ -40,16 +40,34 @@ func mtimeMs(st *unix.Stat_t) int64 {
 	return st.Mtim.Sec*1000 + st.Mtim.Nsec/1e6
 }
 
-// accessible is the worker account's real access check (faccessat2 with
-// AT_EACCESS, so ACLs and capabilities count), never a mode-bit guess.
+// accessible is the kernel's own access check for the worker account:
+// faccessat2(dir, name, mode, AT_EACCESS|AT_SYMLINK_NOFOLLOW), relative to
+// the target's parent descriptor, so ACLs, capabilities, immutable flags
+// and read-only mounts all count. Any failure is false. It never falls
+// back to a mode-bit guess: unix.Faccessat would emulate the check from
+// st_mode when faccessat2 answers EPERM, which is exactly the kernel's
+// answer for W_OK on an immutable file (docs/FS.md).
 func accessible(dir int, name string, mode uint32) bool {
-	return unix.Faccessat(dir, name, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW) == nil
+	for {
+		err := unix.Faccessat2(dir, name, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil
+	}
 }
 
-// statOf builds the stat fields (mime is added by the module).
+// statOf builds the stat fields (mime is added by the module or the
+// payload builder).
 func statOf(dir int, name string, st *unix.Stat_t, path string) *protocol.FSStat {
-	return &protocol.FSStat{
-		Path:     path,
+	e := entryStatOf(dir, name, st)
+	return &protocol.FSStat{Path: path, Type: e.Type, Size: e.Size, MtimeMs: e.MtimeMs, Mode: e.Mode,
+		Readable: e.Readable, Writable: e.Writable}
+}
+
+// entryStatOf builds a listing entry's stat fields (no path, no mime).
+func entryStatOf(dir int, name string, st *unix.Stat_t) *protocol.FSEntryStat {
+	return &protocol.FSEntryStat{
 		Type:     typeName(st.Mode),
 		Size:     st.Size,
 		MtimeMs:  mtimeMs(st),
@@ -143,7 +161,6 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 		smallest = smallest[:protocol.FSListLimit]
 		res.Truncated = true
 	}
-	base := t.canon
 	for _, name := range smallest {
 		// A name that is not UTF-8 cannot be named in a later request
 		// (paths must be UTF-8) and would show with U+FFFD in place of its
@@ -158,7 +175,7 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})
 			continue
 		}
-		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSStat: statOf(dfd, name, &st, joinAbs(append(base[:len(base):len(base)], name)))})
+		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSEntryStat: entryStatOf(dfd, name, &st)})
 	}
 	_ = visible
 	return res, nil
