@@ -359,13 +359,39 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 	// A file this write created is removed again if the write then fails
 	// (e.g. EFBIG at an offset the filesystem cannot reach), so an error
 	// leaves no trace and a retry with expectedModifiedAtMs 0 still works.
-	undoCreate := func() {
+	undoCreate := func() bool {
 		var fst, lst unix.Stat_t
-		if before == nil && unix.Fstat(fd, &fst) == nil &&
-			unix.Fstatat(t.dir, t.name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			fst.Dev == lst.Dev && fst.Ino == lst.Ino {
-			unix.Unlinkat(t.dir, t.name, 0)
+		if unix.Fstat(fd, &fst) != nil || unix.Fstatat(t.dir, t.name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+			fst.Dev != lst.Dev || fst.Ino != lst.Ino {
+			return false
 		}
+		return unix.Unlinkat(t.dir, t.name, 0) == nil
+	}
+	// failed answers an error. Before the first byte could change (touched
+	// false) the file is as it was, except that a failed pwrite may have
+	// advanced its mtime, which is set back. After that, or if the undo
+	// fails, the answer says the write may have applied: retrySafe false,
+	// mutationMayHaveApplied true (docs/FS.md "What a failed write leaves").
+	failed := func(err error, touched bool) error {
+		perr := protocol.AsError(mapErrno(err))
+		if before == nil {
+			if undoCreate() {
+				return perr
+			}
+			return perr.WithRetry(false, true)
+		}
+		if !touched && futimens(fd, before.Mtim) == nil {
+			return perr
+		}
+		return perr.WithRetry(false, true)
+	}
+	// Reserve the blocks of the written range before any byte changes, so
+	// a full filesystem or quota is refused here, with the file untouched.
+	if err := reserveRange(fd, a.Offset, int64(len(data))); err != nil {
+		if before == nil && !undoCreate() {
+			return nil, protocol.AsError(mapErrno(err)).WithRetry(false, true)
+		}
+		return nil, mapErrno(err)
 	}
 	written := 0
 	for written < len(data) {
@@ -374,31 +400,56 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 			continue
 		}
 		if err != nil {
-			undoCreate()
-			return nil, mapErrno(err)
+			return nil, failed(err, written > 0)
 		}
 		written += n
 	}
 	if a.Truncate {
 		if err := unix.Ftruncate(fd, a.Offset+int64(written)); err != nil {
-			undoCreate()
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil {
-		return nil, mapErrno(err)
+		return nil, failed(err, true)
 	}
 	if before != nil && mtimeMs(&after) <= mtimeMs(before) {
 		next := mtimeMs(before) + 1
 		if err := futimens(fd, unix.NsecToTimespec(next*1e6)); err != nil {
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 		if err := unix.Fstat(fd, &after); err != nil {
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 	}
 	return &protocol.FSWriteResult{Path: t.path(), Offset: a.Offset, BytesWritten: int64(written), Size: after.Size, MtimeMs: mtimeMs(&after)}, nil
+}
+
+// reserveWrites turns off reserveRange; only the benchmark comparing the
+// write path with and without it clears it.
+var reserveWrites = true
+
+// reserveRange allocates the blocks of [off, off+n) of fd without changing
+// its size (fallocate FALLOC_FL_KEEP_SIZE): the range that grows the file
+// and any hole inside the overwritten part. After it succeeds, the pwrite
+// of that range cannot fail for lack of space on filesystems that write in
+// place (ext4, xfs without reflinked extents, tmpfs). A filesystem without
+// fallocate (EOPNOTSUPP) is written without the reservation; a failure
+// there is then reported as possibly applied.
+func reserveRange(fd int, off, n int64) error {
+	if n == 0 || !reserveWrites {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EOPNOTSUPP, unix.ENOSYS:
+			return nil
+		}
+		return err
+	}
 }
 
 // inodeKey is the write-lock key of an existing file's identity; it cannot
