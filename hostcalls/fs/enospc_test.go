@@ -76,6 +76,12 @@ func TestWriteENOSPCChild(t *testing.T) {
 	if _, err := f.Write(protocol.FSWriteCall{Path: "f", Truncate: true}, old); err != nil {
 		t.Fatalf("write f: %v", err)
 	}
+	// A sparse 16 KiB file (no blocks): writing into its holes needs space
+	// although it does not grow the file.
+	sp, err := f.Write(protocol.FSWriteCall{Path: "sparse", Offset: 16384, Truncate: true}, nil)
+	if err != nil {
+		t.Fatalf("write sparse: %v", err)
+	}
 	full := false
 	for i := 0; i < 64 && !full; i++ {
 		_, err := f.Write(protocol.FSWriteCall{Path: "g" + string(rune('a'+i/26)) + string(rune('a'+i%26)), Truncate: true}, make([]byte, 4096))
@@ -132,6 +138,15 @@ func TestWriteENOSPCChild(t *testing.T) {
 	_, err = f.Write(protocol.FSWriteCall{Path: "f", Offset: 2048, ExpectedModifiedAtMs: ptr(st.MtimeMs)}, newBytes)
 	noSpace("8 KiB at offset 2048 of f", err)
 	unchanged("8 KiB at offset 2048 of f")
+	var spBefore unix.Stat_t
+	unix.Stat(filepath.Join(mnt, "sparse"), &spBefore)
+	_, err = f.Write(protocol.FSWriteCall{Path: "sparse", ExpectedModifiedAtMs: ptr(sp.MtimeMs)}, newBytes)
+	noSpace("8 KiB into the holes of sparse", err)
+	var spNow unix.Stat_t
+	unix.Stat(filepath.Join(mnt, "sparse"), &spNow)
+	if got, _ := os.ReadFile(filepath.Join(mnt, "sparse")); !bytes.Equal(got, make([]byte, 16384)) || spNow.Mtim != spBefore.Mtim {
+		t.Errorf("sparse changed: mtime %v, was %v", spNow.Mtim, spBefore.Mtim)
+	}
 	// A new file that does not fit is not left behind.
 	_, err = f.Write(protocol.FSWriteCall{Path: "new", Truncate: true}, newBytes)
 	noSpace("new 8 KiB file", err)

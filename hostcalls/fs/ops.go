@@ -385,9 +385,16 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 		}
 		return perr.WithRetry(false, true)
 	}
-	// Reserve the blocks of the written range before any byte changes, so
-	// a full filesystem or quota is refused here, with the file untouched.
-	if err := reserveRange(fd, a.Offset, int64(len(data))); err != nil {
+	// Reserve the blocks the write needs before any byte changes, so a
+	// full filesystem or quota is refused here, with the file untouched:
+	// the range that grows the file, and the overwritten part too when the
+	// file may have holes (fewer allocated bytes than its size).
+	end := a.Offset + int64(len(data))
+	resOff := a.Offset
+	if before != nil && before.Size > a.Offset && before.Blocks*512 >= before.Size {
+		resOff = min(before.Size, end)
+	}
+	if err := reserveRange(fd, resOff, end-resOff); err != nil {
 		if before == nil && !undoCreate() {
 			return nil, protocol.AsError(mapErrno(err)).WithRetry(false, true)
 		}
@@ -430,9 +437,8 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 var reserveWrites = true
 
 // reserveRange allocates the blocks of [off, off+n) of fd without changing
-// its size (fallocate FALLOC_FL_KEEP_SIZE): the range that grows the file
-// and any hole inside the overwritten part. After it succeeds, the pwrite
-// of that range cannot fail for lack of space on filesystems that write in
+// its size (fallocate FALLOC_FL_KEEP_SIZE). After it succeeds, a pwrite of
+// that range cannot fail for lack of space on filesystems that write in
 // place (ext4, xfs without reflinked extents, tmpfs). A filesystem without
 // fallocate (EOPNOTSUPP) is written without the reservation; a failure
 // there is then reported as possibly applied.
