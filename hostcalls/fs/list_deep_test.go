@@ -104,3 +104,40 @@ func testListDeep(t *testing.T, fill string) {
 		}
 	}
 }
+
+// TestLegacyListKeepsEntryPaths: the fs.list host call, kept for fs
+// modules before 1.1.0 that take each entry's MIME type from its path,
+// still gives every stat entry the path listing path + "/" + name, and
+// an {name, error} entry none.
+func TestLegacyListKeepsEntryPaths(t *testing.T) {
+	e := newEnv(t, []node{{path: "root/d/a.txt", file: "a"}, {path: "root/d/sub", dir: true}, {path: "root/d/bad\xff", file: ""}}, "root")
+	out, perr := e.call("fs.list", map[string]any{"path": "d", "showHidden": false}, nil)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	var r struct {
+		Path    string `json:"path"`
+		Entries []struct {
+			Name  string  `json:"name"`
+			Path  *string `json:"path"`
+			Error string  `json:"error"`
+			Type  string  `json:"type"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Path != e.abs("root/d") || len(r.Entries) != 3 {
+		t.Fatalf("legacy list %s", out)
+	}
+	for _, en := range r.Entries {
+		switch {
+		case en.Error != "":
+			if en.Path != nil {
+				t.Errorf("error entry %q has a path", en.Name)
+			}
+		case en.Path == nil || *en.Path != r.Path+"/"+en.Name || en.Type == "":
+			t.Errorf("entry %q: path %v type %q", en.Name, en.Path, en.Type)
+		}
+	}
+}

@@ -280,6 +280,13 @@ func futimens(fd int, mtime unix.Timespec) error {
 // name it by its canonical path, a symlink alias or another hard link, and
 // each successful write leaves the file's mtimeMs strictly greater than
 // before, setting it with utimensat when the clock tick did not advance.
+//
+// Before any byte changes, the blocks the write needs are reserved
+// (reserveRange), so ENOSPC or EDQUOT there leaves the file's bytes, size
+// and mtime as they were and is a plain filesystem_error. A failure after
+// that point is filesystem_error with retrySafe:false and
+// mutationMayHaveApplied:true unless it could be undone exactly
+// (docs/FS.md, "What a failed write leaves"). Nothing is fsync'd.
 func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult, error) {
 	if len(data) > protocol.FSMaxWriteBytes {
 		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
