@@ -64,3 +64,17 @@ func TestStatImmutableFileIsNotWritable(t *testing.T) {
 		t.Errorf("after chattr -i: %+v %v", st, err)
 	}
 }
+
+// TestStatRootAccessIsChecked: an allowed root is checked relative to its
+// pinned O_PATH descriptor (name "."), which faccessat2 accepts; a failed
+// check there would show the worker's own root as unreadable.
+func TestStatRootAccessIsChecked(t *testing.T) {
+	e := newEnv(t, nil, "root")
+	if err := os.Chmod(e.abs("root"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.f.Stat(e.abs("root"))
+	if err != nil || st.Type != "directory" || !st.Readable || !st.Writable {
+		t.Fatalf("root stat %+v %v, want a readable, writable directory", st, err)
+	}
+}
