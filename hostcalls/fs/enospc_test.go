@@ -168,13 +168,13 @@ func TestWriteENOSPCChild(t *testing.T) {
 		t.Errorf("after freeing space: %+v, %d bytes, new bytes %v", r, len(got), bytes.Equal(got, newBytes))
 	}
 
-	// Where fallocate is missing (reserveWrites off stands in for such a
+	// Where fallocate is missing (skipReserve stands in for such a
 	// filesystem) the answer is still true. An append that fails before
 	// its first byte leaves f as it was (the mtime the failed pwrite
 	// advanced is set back), so it carries no flags; an overwrite that
 	// fails after some bytes says it may have applied.
-	reserveWrites = false
-	defer func() { reserveWrites = true }()
+	skipReserve.Store(true)
+	defer skipReserve.Store(false)
 	var cur unix.Stat_t
 	if err := unix.Stat(filepath.Join(mnt, "f"), &cur); err != nil {
 		t.Fatal(err)

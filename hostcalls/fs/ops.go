@@ -3,6 +3,7 @@ package fs
 import (
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -439,9 +440,10 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 	return &protocol.FSWriteResult{Path: t.path(), Offset: a.Offset, BytesWritten: int64(written), Size: after.Size, MtimeMs: mtimeMs(&after)}, nil
 }
 
-// reserveWrites turns off reserveRange; only the benchmark comparing the
-// write path with and without it clears it.
-var reserveWrites = true
+// skipReserve turns reserveRange off; only tests set it: the benchmark
+// comparing the write path with and without the reservation, and the
+// ENOSPC test of the path without it.
+var skipReserve atomic.Bool
 
 // reserveRange allocates the blocks of [off, off+n) of fd without changing
 // its size (fallocate FALLOC_FL_KEEP_SIZE). After it succeeds, a pwrite of
@@ -450,7 +452,7 @@ var reserveWrites = true
 // fallocate (EOPNOTSUPP) is written without the reservation; a failure
 // there is then reported as possibly applied.
 func reserveRange(fd int, off, n int64) error {
-	if n == 0 || !reserveWrites {
+	if n == 0 || skipReserve.Load() {
 		return nil
 	}
 	for {

@@ -92,8 +92,8 @@ func BenchmarkWritePath(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer f.Close()
-					defer func() { reserveWrites = true }()
-					reserveWrites = reserve
+					defer skipReserve.Store(false)
+					skipReserve.Store(!reserve)
 					c.run(b, f, root)
 				})
 			}
