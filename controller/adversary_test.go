@@ -685,3 +685,48 @@ func TestAdvNodeErrorControlCharacters(t *testing.T) {
 		t.Fatalf("printable message altered: %s", f.raw)
 	}
 }
+
+// A node result that fits the frames between node and controller but not
+// the caller's response (a 128-byte request id makes the response the
+// longer frame) is payload_too_large with the method's outcome flags:
+// the node ran the method, so a pure read is retrySafe:true and a
+// mutation mutationMayHaveApplied:true.
+func TestAdvNodeResultOverCallerMaxPayloadKeepsOutcomeFlags(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxPayload = 64 << 10
+	s := startServer(t, cfg)
+	id128 := strings.Repeat("i", 128)
+	fill := cfg.MaxPayload - len(`{"type":"res","id":"`+id128+`","ok":true,"payload":{"v":""}}`) + 1
+	// The result is fill bytes of filler, one fewer when the echo value
+	// is "at" (the response is then exactly cfg.MaxPayload).
+	big := func(req protocol.InvokeRequest) (any, *protocol.Error, bool) {
+		var p echoParams
+		json.Unmarshal(req.Args, &p)
+		if string(p.Value) == `"at"` {
+			return map[string]string{"v": strings.Repeat("x", fill-1)}, nil, true
+		}
+		return map[string]string{"v": strings.Repeat("x", fill)}, nil, true
+	}
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{}, big)
+	op := connectOperator(t, s.url, adminToken)
+	nodeID := nodeIDOf("worker-1")
+	op.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"`+id128+`","method":"`+mEcho+`","params":{"nodeId":"`+nodeID+`","value":"at"}}`))
+	if f := op.next(); !f.OK || len(f.raw) != cfg.MaxPayload {
+		t.Fatalf("a response of exactly maxPayload: ok %v, %d bytes", f.OK, len(f.raw))
+	}
+	for _, c := range []struct {
+		method, params string
+		retry, applied bool
+	}{
+		{"node.host.info", `{"nodeId":"` + nodeID + `"}`, true, false},
+		{mEcho, `{"nodeId":"` + nodeID + `","value":"v"}`, false, true},
+	} {
+		op.writeRaw(websocket.TextMessage, []byte(`{"type":"req","id":"`+id128+`","method":"`+c.method+`","params":`+c.params+`}`))
+		f := op.next()
+		if f.ID != id128 {
+			t.Fatalf("%s: answered %s", c.method, f.raw)
+		}
+		wantError(t, f, protocol.CodeInternal, protocol.DomainPayloadTooLarge)
+		wantRetry(t, f, c.retry, c.applied)
+	}
+}

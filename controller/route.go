@@ -197,7 +197,26 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 			"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
 		return
 	}
-	c.respondRaw(id, o.payload)
+	c.respondNodeResult(id, spec.Name, o.payload)
+}
+
+// respondNodeResult answers the caller with a node's result. One that
+// would make the response exceed the caller's maxPayload becomes
+// INTERNAL_ERROR payload_too_large with the method's outcome flags: the
+// node did the work, so a pure read may be retried and a mutation may
+// have applied.
+func (c *conn) respondNodeResult(id, method string, payload json.RawMessage) {
+	b, err := protocol.AppendOKResponse(nil, id, payload)
+	if err == nil && len(b) <= c.s.cfg.MaxPayload {
+		c.send(b)
+		return
+	}
+	e := protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+		"the result does not fit the connection's maxPayload")
+	if err != nil {
+		e = protocol.Errorf(protocol.CodeInternal, "internal error")
+	}
+	c.respondErr(id, uncertain(method, e))
 }
 
 // handleInvokeResult takes a node's node.invoke.result. Only the

@@ -375,13 +375,13 @@ func (p *FSDeleteParams) Check() *Error {
 	return nil
 }
 
-// FSStat is a file's metadata (spec node.fs.stat payload; also a listing
-// entry and a preview's stat). Path is absolute and canonical; Type is
-// "regular", "directory", "symlink", "fifo", "socket", "char_device",
-// "block_device" or "unknown"; Size is bytes; MtimeMs is the modification
-// time in integer Unix ms (ns truncated); Mode is st_mode including the type
-// bits; Mime is inferred from the name; Readable/Writable are the worker
-// account's real access checks.
+// FSStat is a file's metadata (spec node.fs.stat payload; also a preview's
+// stat). Path is absolute and canonical; Type is "regular", "directory",
+// "symlink", "fifo", "socket", "char_device", "block_device" or "unknown";
+// Size is bytes; MtimeMs is the modification time in integer Unix ms (ns
+// truncated); Mode is st_mode including the type bits; Mime is inferred
+// from the name; Readable/Writable are the worker account's real access
+// checks.
 type FSStat struct {
 	Path     string `json:"path"`
 	Type     string `json:"type"`
@@ -393,13 +393,27 @@ type FSStat struct {
 	Writable bool   `json:"writable"`
 }
 
-// FSListEntry is one directory entry: Name plus the stat fields, or Name
-// plus Error (a domain code) when the entry vanished or became unreadable
-// while listing.
+// FSEntryStat is the stat fields of a listing entry: those of FSStat
+// without Path (an entry is named by Name inside the listing's path; a
+// per-entry path would repeat the directory's up to 4 KiB path 500 times
+// and could push a listing past the default maxPayload, docs/FS.md).
+type FSEntryStat struct {
+	Type     string `json:"type"`
+	Size     int64  `json:"size"`
+	MtimeMs  int64  `json:"mtimeMs"`
+	Mode     uint32 `json:"mode"`
+	Mime     string `json:"mime"`
+	Readable bool   `json:"readable"`
+	Writable bool   `json:"writable"`
+}
+
+// FSListEntry is one directory entry: {name, type, size, mtimeMs, mode,
+// mime, readable, writable}, or {name, error} (a domain code) when the
+// entry vanished or became unreadable while listing.
 type FSListEntry struct {
 	Name  string `json:"name"`
 	Error string `json:"error,omitempty"`
-	*FSStat
+	*FSEntryStat
 }
 
 // FSListResult is the node.fs.list payload; Limit is always FSListLimit.

@@ -98,7 +98,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.reply(req.InvokeID, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
+			s.reply(req.InvokeID, req.Method, nil, protocol.DomainError(protocol.CodeUnavailable, "node_busy",
 				"node has too many invocations in flight").WithRetry(true, false), false)
 		}()
 		return
@@ -119,7 +119,7 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.inflightMu.Unlock()
 		cancel()
 		<-s.sem
-		s.reply(req.InvokeID, payload, perr, req.Outcome.Applied())
+		s.reply(req.InvokeID, req.Method, payload, perr, req.Outcome.Applied())
 	}()
 }
 
@@ -178,7 +178,7 @@ func maxResultBytes(invokeID string, limit int) int {
 // one has nowhere to go). A result that would exceed the negotiated
 // maxPayload, or the shared depth and item limits, becomes an error.
 // applied says the invocation has had an effect (see encodeResult).
-func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol.Error, applied bool) {
+func (s *session) reply(invokeID, method string, payload json.RawMessage, perr *protocol.Error, applied bool) {
 	select {
 	case <-s.readyCh:
 	case <-s.ctx.Done():
@@ -187,7 +187,7 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 	if s.ctx.Err() != nil {
 		return
 	}
-	params := encodeResult(invokeID, payload, perr, s.limit, applied)
+	params := encodeResult(invokeID, method, payload, perr, s.limit, applied)
 	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
 	defer cancel()
 	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, client.CheckedJSON(params)); err != nil {
@@ -202,29 +202,40 @@ func (s *session) reply(invokeID string, payload json.RawMessage, perr *protocol
 // or is not JSON, becomes an INTERNAL_ERROR result.
 //
 // This is where every error a node sends for an invocation is framed, so
-// this is where outcome flags are made truthful: when applied (the
-// invocation has had an effect on node state) the error, whether the
-// dispatcher's or one made here from an undeliverable result, says
-// retrySafe:false and mutationMayHaveApplied:true.
-func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error, limit int, applied bool) json.RawMessage {
+// this is where outcome flags are made truthful. When applied (the host saw
+// an effect on node state), the error, whether the dispatcher's or one made
+// here, says retrySafe:false and mutationMayHaveApplied:true. A result that
+// cannot be delivered without an effect is retrySafe:true for a pure read
+// (the same read may be asked again, say with a smaller range) and
+// retrySafe:false otherwise; mutationMayHaveApplied is false for both.
+func encodeResult(invokeID, method string, payload json.RawMessage, perr *protocol.Error, limit int, applied bool) json.RawMessage {
+	undeliverable := func(e *protocol.Error) *protocol.Error {
+		switch {
+		case applied:
+			return e.WithRetry(false, true)
+		case protocol.PureRead(method):
+			return e.WithRetry(true, false)
+		}
+		return e.WithRetry(false, false)
+	}
 	if perr == nil {
 		if len(payload) == 0 {
 			payload = json.RawMessage("null")
 		}
 		switch err := protocol.CheckJSONLimits(payload); {
 		case errors.Is(err, protocol.ErrTooDeep), errors.Is(err, protocol.ErrTooManyItems):
-			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
-				"result exceeds the JSON depth or item limits").WithRetry(false, false)
+			perr = undeliverable(protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the JSON depth or item limits"))
 		case err != nil:
-			perr = protocol.Errorf(protocol.CodeInternal, "node produced an invalid result")
+			perr = undeliverable(protocol.Errorf(protocol.CodeInternal, "node produced an invalid result"))
 		default:
 			// payload passed CheckJSONLimits: it is appended, not compacted again.
 			b, err := protocol.AppendInvokeResult(nil, invokeID, payload)
 			if err == nil && len(b)+resultFrameOverhead <= limit {
 				return b
 			}
-			perr = protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
-				"result exceeds the negotiated maxPayload").WithRetry(false, false)
+			perr = undeliverable(protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
+				"result exceeds the negotiated maxPayload"))
 		}
 	}
 	if applied {
@@ -232,10 +243,13 @@ func encodeResult(invokeID string, payload json.RawMessage, perr *protocol.Error
 	}
 	b, _ := json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: perr})
 	if len(b)+resultFrameOverhead > limit {
-		// Only an unusually long error message can get here.
+		// Only an unusually long error message can get here. Its outcome
+		// flags are kept; without any, the outcome is not known.
 		short := protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge, "result too large")
-		if applied {
-			short = protocol.AfterEffect(short)
+		if d := perr.Details; d != nil && d.RetrySafe != nil && d.MutationMayHaveApplied != nil {
+			short = short.WithRetry(*d.RetrySafe, *d.MutationMayHaveApplied)
+		} else {
+			short = undeliverable(short)
 		}
 		b, _ = json.Marshal(protocol.InvokeResult{InvokeID: invokeID, Error: short})
 	}

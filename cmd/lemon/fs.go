@@ -202,7 +202,7 @@ func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool
 			fmt.Fprintf(tw, "%s:\n", r.Path)
 		}
 		for _, e := range r.Entries {
-			if e.FSStat == nil {
+			if e.FSEntryStat == nil {
 				fmt.Fprintf(tw, "?\t\t\t%s (%s)\t\n", e.Name, e.Error)
 				continue
 			}

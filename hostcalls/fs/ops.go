@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -41,16 +42,34 @@ func mtimeMs(st *unix.Stat_t) int64 {
 	return st.Mtim.Sec*1000 + st.Mtim.Nsec/1e6
 }
 
-// accessible is the worker account's real access check (faccessat2 with
-// AT_EACCESS, so ACLs and capabilities count), never a mode-bit guess.
+// accessible is the kernel's own access check for the worker account:
+// faccessat2(dir, name, mode, AT_EACCESS|AT_SYMLINK_NOFOLLOW), relative to
+// the target's parent descriptor, so ACLs, capabilities, immutable flags
+// and read-only mounts all count. Any failure is false. It never falls
+// back to a mode-bit guess: unix.Faccessat would emulate the check from
+// st_mode when faccessat2 answers EPERM, which is exactly the kernel's
+// answer for W_OK on an immutable file (docs/FS.md).
 func accessible(dir int, name string, mode uint32) bool {
-	return unix.Faccessat(dir, name, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW) == nil
+	for {
+		err := unix.Faccessat2(dir, name, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil
+	}
 }
 
-// statOf builds the stat fields (mime is added by the module).
+// statOf builds the stat fields (mime is added by the module or the
+// payload builder).
 func statOf(dir int, name string, st *unix.Stat_t, path string) *protocol.FSStat {
-	return &protocol.FSStat{
-		Path:     path,
+	e := entryStatOf(dir, name, st)
+	return &protocol.FSStat{Path: path, Type: e.Type, Size: e.Size, MtimeMs: e.MtimeMs, Mode: e.Mode,
+		Readable: e.Readable, Writable: e.Writable}
+}
+
+// entryStatOf builds a listing entry's stat fields (no path, no mime).
+func entryStatOf(dir int, name string, st *unix.Stat_t) *protocol.FSEntryStat {
+	return &protocol.FSEntryStat{
 		Type:     typeName(st.Mode),
 		Size:     st.Size,
 		MtimeMs:  mtimeMs(st),
@@ -144,7 +163,6 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 		smallest = smallest[:protocol.FSListLimit]
 		res.Truncated = true
 	}
-	base := t.canon
 	for _, name := range smallest {
 		// A name that is not UTF-8 cannot be named in a later request
 		// (paths must be UTF-8) and would show with U+FFFD in place of its
@@ -159,7 +177,7 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})
 			continue
 		}
-		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSStat: statOf(dfd, name, &st, joinAbs(append(base[:len(base):len(base)], name)))})
+		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSEntryStat: entryStatOf(dfd, name, &st)})
 	}
 	_ = visible
 	return res, nil
@@ -287,6 +305,13 @@ func futimens(fd int, mtime unix.Timespec) error {
 // name it by its canonical path, a symlink alias or another hard link, and
 // each successful write leaves the file's mtimeMs strictly greater than
 // before, setting it with utimensat when the clock tick did not advance.
+//
+// Before any byte changes, the blocks the write needs are reserved
+// (reserveRange), so ENOSPC or EDQUOT there leaves the file's bytes, size
+// and mtime as they were and is a plain filesystem_error. A failure after
+// that point is filesystem_error with retrySafe:false and
+// mutationMayHaveApplied:true unless it could be undone exactly
+// (docs/FS.md, "What a failed write leaves"). Nothing is fsync'd.
 func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult, error) {
 	if len(data) > protocol.FSMaxWriteBytes {
 		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
@@ -366,13 +391,46 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 	// A file this write created is removed again if the write then fails
 	// (e.g. EFBIG at an offset the filesystem cannot reach), so an error
 	// leaves no trace and a retry with expectedModifiedAtMs 0 still works.
-	undoCreate := func() {
+	undoCreate := func() bool {
 		var fst, lst unix.Stat_t
-		if before == nil && unix.Fstat(fd, &fst) == nil &&
-			unix.Fstatat(t.dir, t.name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			fst.Dev == lst.Dev && fst.Ino == lst.Ino {
-			unix.Unlinkat(t.dir, t.name, 0)
+		if unix.Fstat(fd, &fst) != nil || unix.Fstatat(t.dir, t.name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+			fst.Dev != lst.Dev || fst.Ino != lst.Ino {
+			return false
 		}
+		return unix.Unlinkat(t.dir, t.name, 0) == nil
+	}
+	// failed answers an error. Before the first byte could change (touched
+	// false) the file is as it was, except that a failed pwrite may have
+	// advanced its mtime, which is set back. After that, or if the undo
+	// fails, the answer says the write may have applied: retrySafe false,
+	// mutationMayHaveApplied true (docs/FS.md "What a failed write leaves").
+	failed := func(err error, touched bool) error {
+		perr := protocol.AsError(mapErrno(err))
+		if before == nil {
+			if undoCreate() {
+				return perr
+			}
+			return perr.WithRetry(false, true)
+		}
+		if !touched && futimens(fd, before.Mtim) == nil {
+			return perr
+		}
+		return perr.WithRetry(false, true)
+	}
+	// Reserve the blocks the write needs before any byte changes, so a
+	// full filesystem or quota is refused here, with the file untouched:
+	// the range that grows the file, and the overwritten part too when the
+	// file may have holes (fewer allocated bytes than its size).
+	end := a.Offset + int64(len(data))
+	resOff := a.Offset
+	if before != nil && before.Size > a.Offset && before.Blocks*512 >= before.Size {
+		resOff = min(before.Size, end)
+	}
+	if err := reserveRange(fd, resOff, end-resOff); err != nil {
+		if before == nil && !undoCreate() {
+			return nil, protocol.AsError(mapErrno(err)).WithRetry(false, true)
+		}
+		return nil, mapErrno(err)
 	}
 	written := 0
 	for written < len(data) {
@@ -381,31 +439,56 @@ func (f *FS) Write(a protocol.FSWriteCall, data []byte) (*protocol.FSWriteResult
 			continue
 		}
 		if err != nil {
-			undoCreate()
-			return nil, mapErrno(err)
+			return nil, failed(err, written > 0)
 		}
 		written += n
 	}
 	if a.Truncate {
 		if err := unix.Ftruncate(fd, a.Offset+int64(written)); err != nil {
-			undoCreate()
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil {
-		return nil, mapErrno(err)
+		return nil, failed(err, true)
 	}
 	if before != nil && mtimeMs(&after) <= mtimeMs(before) {
 		next := mtimeMs(before) + 1
 		if err := futimens(fd, unix.NsecToTimespec(next*1e6)); err != nil {
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 		if err := unix.Fstat(fd, &after); err != nil {
-			return nil, mapErrno(err)
+			return nil, failed(err, true)
 		}
 	}
 	return &protocol.FSWriteResult{Path: t.path(), Offset: a.Offset, BytesWritten: int64(written), Size: after.Size, MtimeMs: mtimeMs(&after)}, nil
+}
+
+// skipReserve turns reserveRange off; only tests set it: the benchmark
+// comparing the write path with and without the reservation, and the
+// ENOSPC test of the path without it.
+var skipReserve atomic.Bool
+
+// reserveRange allocates the blocks of [off, off+n) of fd without changing
+// its size (fallocate FALLOC_FL_KEEP_SIZE). After it succeeds, a pwrite of
+// that range cannot fail for lack of space on filesystems that write in
+// place (ext4, xfs without reflinked extents, tmpfs). A filesystem without
+// fallocate (EOPNOTSUPP) is written without the reservation; a failure
+// there is then reported as possibly applied.
+func reserveRange(fd int, off, n int64) error {
+	if n == 0 || skipReserve.Load() {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EOPNOTSUPP, unix.ENOSYS:
+			return nil
+		}
+		return err
+	}
 }
 
 // inodeKey is the write-lock key of an existing file's identity; it cannot

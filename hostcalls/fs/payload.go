@@ -25,8 +25,10 @@ import (
 // two equal).
 
 // ListPayload runs List and returns the node.fs.list payload JSON:
-// {path, entries:[{name, path, type, size, mtimeMs, mode, mime, readable,
-// writable} | {name, error}], limit:500, truncated}.
+// {path, entries:[{name, type, size, mtimeMs, mode, mime, readable,
+// writable} | {name, error}], limit:500, truncated}. Entries carry no
+// path: the spec's entry is the name plus the stat fields, and a path per
+// entry would let a deep directory's listing outgrow the payload cap.
 func (f *FS) ListPayload(p string, showHidden bool) ([]byte, error) {
 	r, err := f.List(p, showHidden)
 	if err != nil {
@@ -45,7 +47,10 @@ func listPayload(r *protocol.FSListResult) ([]byte, error) {
 		e := &r.Entries[i]
 		e.Name = fixUTF8(e.Name)
 		e.Error = fixUTF8(e.Error)
-		withMime(e.FSStat)
+		if e.FSEntryStat != nil {
+			e.Type = fixUTF8(e.Type)
+			e.Mime = protocol.MIMEFromName(e.Name)
+		}
 	}
 	return marshalPayload(r)
 }

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"lemon/hostcalls"
 	"lemon/protocol"
@@ -45,7 +46,7 @@ type (
 
 // Table returns the fs host calls (docs/ABI.md), one entry per operation:
 //
-//	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime)
+//	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime; each entry also has its path)
 //	fs.list_payload   {path, showHidden}                 -> {payloadBlob}: blob = node.fs.list payload JSON
 //	fs.stat           {path}                             -> protocol.FSStat (no mime)
 //	fs.stat_payload   {path}                             -> {payloadBlob}: blob = node.fs.stat payload JSON
@@ -101,7 +102,42 @@ func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte,
 	if err := decode(args, &a); err != nil {
 		return nil, err
 	}
-	return encode(f.do(ctx, "list", false, func() (any, error) { return f.List(a.Path, a.ShowHidden) }))
+	return encode(f.do(ctx, "list", false, func() (any, error) {
+		r, err := f.List(a.Path, a.ShowHidden)
+		if err != nil {
+			return nil, err
+		}
+		return legacyList(r), nil
+	}))
+}
+
+// legacyListResult is the fs.list result as fs modules before 1.1.0
+// decode it: they take each entry's MIME type from a per-entry path, so
+// this host call keeps that field for them. node.fs.list payloads built
+// by fs.list_payload have no per-entry path (protocol.FSListEntry).
+type legacyListResult struct {
+	Path      string            `json:"path"`
+	Entries   []legacyListEntry `json:"entries"`
+	Limit     int               `json:"limit"`
+	Truncated bool              `json:"truncated"`
+}
+
+type legacyListEntry struct {
+	Name  string `json:"name"`
+	Error string `json:"error,omitempty"`
+	*protocol.FSStat
+}
+
+func legacyList(r *protocol.FSListResult) *legacyListResult {
+	out := &legacyListResult{Path: r.Path, Entries: make([]legacyListEntry, len(r.Entries)), Limit: r.Limit, Truncated: r.Truncated}
+	for i, e := range r.Entries {
+		out.Entries[i] = legacyListEntry{Name: e.Name, Error: e.Error}
+		if s := e.FSEntryStat; s != nil {
+			out.Entries[i].FSStat = &protocol.FSStat{Path: strings.TrimSuffix(r.Path, "/") + "/" + e.Name,
+				Type: s.Type, Size: s.Size, MtimeMs: s.MtimeMs, Mode: s.Mode, Readable: s.Readable, Writable: s.Writable}
+		}
+	}
+	return out
 }
 
 func (f *FS) hcListPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -115,16 +116,18 @@ func (s *Sysinfo) Snapshot() (*Snapshot, error) {
 		return nil, unavailable("user")
 	}
 	machine := unix.ByteSliceToString(uts.Machine[:])
+	release := unix.ByteSliceToString(uts.Release[:])
+	diskTotal, diskFree := diskFigures(&st)
 	return &Snapshot{
 		Hostname:       host,
 		OS:             runtime.GOOS,
-		OSVersion:      osVersion(unix.ByteSliceToString(uts.Release[:])),
-		Arch:           TargetTriple(machine, runtime.GOOS),
+		OSVersion:      osVersion(release),
+		Arch:           BEAMArch(machine, release, runtime.GOOS, cLibrary()),
 		CPUCount:       cpus,
 		MemTotalBytes:  total,
 		MemFreeBytes:   free,
-		DiskTotalBytes: st.Blocks * uint64(st.Bsize),
-		DiskFreeBytes:  st.Bfree * uint64(st.Bsize),
+		DiskTotalBytes: diskTotal,
+		DiskFreeBytes:  diskFree,
 		UptimeSec:      up,
 		LemonVersion:   s.cfg.LemonVersion,
 		DefaultCwd:     s.cfg.DefaultCwd,
@@ -140,22 +143,54 @@ func osVersion(release string) string {
 	return release
 }
 
-// TargetTriple maps uname's machine to a target triple such as
-// x86_64-unknown-linux-gnu.
-func TargetTriple(machine, goos string) string {
+// BEAMArch returns the BEAM system architecture string, the one
+// erlang:system_info(system_architecture) reports: the GNU config.guess
+// triple of the platform, e.g. x86_64-pc-linux-gnu,
+// aarch64-unknown-linux-gnu or aarch64-apple-darwin23.4.0. machine and
+// release are uname's, goos is runtime.GOOS and libc is "gnu" or "musl"
+// (Linux only). Linux ARM below ARMv8 is taken to be hard-float
+// (…-linux-gnueabihf), as every current distribution builds it.
+func BEAMArch(machine, release, goos, libc string) string {
 	switch machine {
-	case "arm64":
-		machine = "aarch64"
 	case "amd64":
 		machine = "x86_64"
+	case "arm64":
+		machine = "aarch64"
 	}
 	switch goos {
 	case "darwin":
-		return machine + "-apple-darwin"
+		// config.guess appends the Darwin kernel release.
+		return machine + "-apple-darwin" + release
 	case "linux":
-		return machine + "-unknown-linux-gnu"
+		if libc == "" {
+			libc = "gnu"
+		}
+		switch {
+		case machine == "x86_64" || machine == "i386" || machine == "i486" || machine == "i586" || machine == "i686":
+			return machine + "-pc-linux-" + libc
+		case machine == "s390x" || machine == "s390":
+			return machine + "-ibm-linux-" + libc
+		case machine == "ppc64le":
+			return "powerpc64le-unknown-linux-" + libc
+		case machine == "ppc64":
+			return "powerpc64-unknown-linux-" + libc
+		case strings.HasPrefix(machine, "armv"):
+			return machine + "-unknown-linux-" + libc + "eabihf"
+		}
+		return machine + "-unknown-linux-" + libc
 	}
 	return machine + "-unknown-" + goos
+}
+
+// cLibrary names the system C library as config.guess does: "musl" when
+// the only dynamic loader installed is musl's, else "gnu".
+func cLibrary() string {
+	if m, _ := filepath.Glob("/lib/ld-musl-*.so.1"); len(m) > 0 {
+		if g, _ := filepath.Glob("/lib*/ld-linux*.so.*"); len(g) == 0 {
+			return "musl"
+		}
+	}
+	return "gnu"
 }
 
 // meminfo returns MemTotal and MemFree (genuinely free pages, not

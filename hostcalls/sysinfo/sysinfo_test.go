@@ -57,7 +57,7 @@ func TestSnapshotMatchesTheMachine(t *testing.T) {
 	if d := int64(upSec) - int64(snap.UptimeSec); d < -2 || d > 2 {
 		t.Errorf("uptimeSec = %d, /proc/uptime %f", snap.UptimeSec, upSec)
 	}
-	if snap.OS != "linux" || !strings.HasSuffix(snap.Arch, "-unknown-linux-gnu") || snap.DefaultCwd != cwd || snap.User == "" {
+	if snap.OS != "linux" || !strings.Contains(snap.Arch, "-linux-") || snap.DefaultCwd != cwd || snap.User == "" {
 		t.Errorf("snapshot = %+v", snap)
 	}
 }
@@ -117,14 +117,40 @@ func TestTableResultIsThePayloadShape(t *testing.T) {
 	}
 }
 
-func TestTargetTriple(t *testing.T) {
-	for in, want := range map[[2]string]string{
-		{"x86_64", "linux"}:  "x86_64-unknown-linux-gnu",
-		{"arm64", "darwin"}:  "aarch64-apple-darwin",
-		{"aarch64", "linux"}: "aarch64-unknown-linux-gnu",
+// TestBEAMArch: the arch field is the BEAM system architecture string
+// (config.guess's triple), e.g. x86_64-pc-linux-gnu, not a Rust-style
+// x86_64-unknown-linux-gnu.
+func TestBEAMArch(t *testing.T) {
+	for _, c := range []struct{ machine, release, goos, libc, want string }{
+		{"x86_64", "6.8.0-45-generic", "linux", "gnu", "x86_64-pc-linux-gnu"},
+		{"x86_64", "6.6.1", "linux", "musl", "x86_64-pc-linux-musl"},
+		{"i686", "5.10.0", "linux", "gnu", "i686-pc-linux-gnu"},
+		{"aarch64", "6.8.0", "linux", "gnu", "aarch64-unknown-linux-gnu"},
+		{"aarch64", "6.8.0", "linux", "musl", "aarch64-unknown-linux-musl"},
+		{"armv7l", "6.1.21-v7+", "linux", "gnu", "armv7l-unknown-linux-gnueabihf"},
+		{"riscv64", "6.5.0", "linux", "gnu", "riscv64-unknown-linux-gnu"},
+		{"ppc64le", "5.14.0", "linux", "gnu", "powerpc64le-unknown-linux-gnu"},
+		{"s390x", "5.14.0", "linux", "gnu", "s390x-ibm-linux-gnu"},
+		{"arm64", "23.4.0", "darwin", "", "aarch64-apple-darwin23.4.0"},
+		{"x86_64", "21.6.0", "darwin", "", "x86_64-apple-darwin21.6.0"},
 	} {
-		if got := TargetTriple(in[0], in[1]); got != want {
-			t.Errorf("TargetTriple(%v) = %q, want %q", in, got, want)
+		if got := BEAMArch(c.machine, c.release, c.goos, c.libc); got != c.want {
+			t.Errorf("BEAMArch(%q, %q, %q, %q) = %q, want %q", c.machine, c.release, c.goos, c.libc, got, c.want)
 		}
+	}
+}
+
+// TestArchOnThisMachine is issue 9's input: on an x86_64 glibc Linux
+// machine arch must be x86_64-pc-linux-gnu.
+func TestArchOnThisMachine(t *testing.T) {
+	snap, err := New(Config{DefaultCwd: t.TempDir(), LemonVersion: "v"}).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" || cLibrary() != "gnu" {
+		t.Skipf("not an x86_64 glibc Linux machine (arch %q)", snap.Arch)
+	}
+	if snap.Arch != "x86_64-pc-linux-gnu" {
+		t.Errorf("arch = %q, want x86_64-pc-linux-gnu", snap.Arch)
 	}
 }

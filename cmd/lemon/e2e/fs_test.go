@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,4 +91,64 @@ func fileSHA256(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestDevListDeepMaximalNames is issue 9's listing through `lemon dev`
+// with the default 1 MiB maxPayload: 17 nested directories with 200-byte
+// names (the last adjusted so the canonical path is exactly 3,438 bytes)
+// holding 500 files with 255-byte names. node.fs.list answers all 500
+// entries, each without a path field (it was payload_too_large, marked
+// not retry-safe, while every entry repeated the directory's path).
+func TestDevListDeepMaximalNames(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	base, err := filepath.EvalSymlinks(d.cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const depth, nameLen, want = 17, 200, 3438
+	last := nameLen + want - (len(base) + depth*(nameLen+1))
+	if last < 1 || last > 255 {
+		t.Skipf("temp dir %q is too long to build a %d-byte path", base, want)
+	}
+	dir := base
+	for i := 0; i < depth; i++ {
+		n := nameLen
+		if i == depth-1 {
+			n = last
+		}
+		dir += "/" + strings.Repeat(string(rune('a'+i)), n)
+	}
+	if len(dir) != want {
+		t.Fatalf("fixture path is %d bytes", len(dir))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		name := strings.Repeat("x", 252) + fmt.Sprintf("%03d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := d.op.call(t, "node.fs.list", map[string]any{"nodeId": d.nodeID, "path": dir})
+	if r.code != 0 {
+		t.Fatalf("node.fs.list: exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		Path      string           `json:"path"`
+		Entries   []map[string]any `json:"entries"`
+		Truncated bool             `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Path != dir || len(out.Entries) != 500 || out.Truncated {
+		t.Fatalf("listing: path %d bytes, %d entries, truncated %v", len(out.Path), len(out.Entries), out.Truncated)
+	}
+	for _, e := range out.Entries {
+		if _, ok := e["path"]; ok || e["type"] != "regular" || len(e["name"].(string)) != 255 {
+			t.Fatalf("entry %v", e)
+		}
+	}
+	t.Logf("500 entries under a %d-byte path: %d-byte payload", len(dir), len(r.stdout))
 }

@@ -68,8 +68,8 @@ func TestDevHostInfo(t *testing.T) {
 		if info["hostname"] != host || info["os"] != "linux" || info["defaultCwd"] != cwd {
 			t.Errorf("hostname %v os %v defaultCwd %v; want %q linux %q", info["hostname"], info["os"], info["defaultCwd"], host, cwd)
 		}
-		if runtime.GOARCH == "amd64" && info["arch"] != "x86_64-unknown-linux-gnu" {
-			t.Errorf("arch = %v, want x86_64-unknown-linux-gnu", info["arch"])
+		if runtime.GOARCH == "amd64" && info["arch"] != "x86_64-pc-linux-gnu" {
+			t.Errorf("arch = %v, want x86_64-pc-linux-gnu", info["arch"])
 		}
 		if free := num(t, info, "memFreeBytes"); free == 0 || free > num(t, info, "memTotalBytes") {
 			t.Errorf("memFreeBytes = %d", free)
