@@ -101,6 +101,10 @@ type Config struct {
 	IntentKey []byte
 	// Now is the clock of the output cache (default time.Now).
 	Now func() time.Time
+
+	// containment forces a mechanism ("cgroup", "subreaper", "group") in
+	// this package's tests; "" picks the best the host allows.
+	containment string
 }
 
 // Spawner runs native processes and keeps their receipts. It is safe for
@@ -129,7 +133,8 @@ type Spawner struct {
 	// whenever admitting or active shrinks or closed is set.
 	admitting int
 	changed   *sync.Cond
-	killFn    func(pgid int) error // test hook: signal the group
+	killFn    func(r *run) error // test hook: signal the run's processes
+	contain   *containment
 }
 
 // DefaultEnv is the fixed environment of processes when Config.Env is nil.
@@ -198,10 +203,14 @@ func New(cfg Config) (*Spawner, error) {
 		unsaved:  map[string]*run{},
 		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
 		gates:    map[string]chan struct{}{},
-		killFn:   killGroup,
+		killFn:   (*run).killMembers,
 	}
 	s.changed = sync.NewCond(&s.mu)
+	if s.contain, err = newContainment(cfg.containment); err != nil {
+		return nil, err
+	}
 	if err := s.open(); err != nil {
+		s.contain.close()
 		return nil, err
 	}
 	return s, nil
@@ -233,9 +242,25 @@ func pathDirs(env []string) []string {
 	return out
 }
 
-// open loads or creates the intent key and recovers interrupted receipts,
-// in one transaction.
+// open stops the survivors of runs a previous worker left running, then
+// loads or creates the intent key and turns those receipts into
+// outcome_unknown, in one transaction.
 func (s *Spawner) open() error {
+	var interrupted []record
+	err := s.ns.View(func(tx *store.Tx) error {
+		return tx.ForEach(recordPrefix, "", func(k string, v []byte) error {
+			if rec, err := decodeRecord(v); err == nil && rec.State == protocol.ProcessStateRunning {
+				interrupted = append(interrupted, rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, rec := range interrupted {
+		s.contain.recover(rec)
+	}
 	return s.ns.Update(func(tx *store.Tx) error {
 		if s.cfg.IntentKey != nil {
 			s.key = append([]byte(nil), s.cfg.IntentKey...)
@@ -265,6 +290,7 @@ func (s *Spawner) open() error {
 				rec.State = protocol.ProcessStateOutcomeUnknown
 				rec.Reason = reasonRestart
 				rec.ExitCode = nil
+				rec.Cgroup, rec.Pid, rec.PidStart, rec.Boot = "", 0, 0, ""
 				fixes = append(fixes, fix{k, rec})
 			}
 			return nil
@@ -304,6 +330,7 @@ func (s *Spawner) Close() error {
 	for _, r := range runs {
 		<-r.done
 	}
+	s.contain.close()
 	return nil
 }
 
