@@ -26,15 +26,22 @@ func mechanisms(t *testing.T, test func(t *testing.T, mode string)) {
 	for _, mode := range []string{"cgroup", "subreaper"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cgroup" {
-				c, err := newCgroups()
-				if err != nil {
-					t.Skipf("cgroup v2 containment unavailable here: %v", err)
-				}
-				(&containment{cg: c}).close()
+				needCgroups(t)
 			}
 			test(t, mode)
 		})
 	}
+}
+
+// needCgroups skips t where this host does not allow cgroup v2
+// containment, saying why.
+func needCgroups(t *testing.T) {
+	t.Helper()
+	c, err := newCgroups()
+	if err != nil {
+		t.Skipf("cgroup v2 containment unavailable here: %v", err)
+	}
+	(&containment{cg: c}).close()
 }
 
 func withMode(mode string, waitDelay time.Duration) func(*Config) {
@@ -204,9 +211,7 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 // TestCgroupFreezeFallbackKills covers cgroups without cgroup.kill (Linux
 // before 5.14): the run is frozen and each member signalled.
 func TestCgroupFreezeFallbackKills(t *testing.T) {
-	if _, err := newCgroups(); err != nil {
-		t.Skipf("cgroup v2 containment unavailable here: %v", err)
-	}
+	needCgroups(t)
 	f := newFixture(t, withMode("cgroup", 0))
 	f.s.contain.cg.hasKill = false
 	r := req("freeze", "sh", "-c", `setsid sh -c "echo \$\$ > pid; exec sleep 600" & echo $$ > leader; exec sleep 600`)
@@ -234,9 +239,7 @@ func TestCgroupFreezeFallbackKills(t *testing.T) {
 // TestCgroupOfRunIsRemoved: a run's cgroup exists while it runs and is gone
 // with it, and the worker's parent cgroup goes with Close.
 func TestCgroupOfRunIsRemoved(t *testing.T) {
-	if _, err := newCgroups(); err != nil {
-		t.Skipf("cgroup v2 containment unavailable here: %v", err)
-	}
+	needCgroups(t)
 	f := newFixture(t, withMode("cgroup", 0))
 	h, _, err := f.s.Start(context.Background(), req("cg", "sh", "-c", "echo $$ > pid; exec sleep 600"))
 	if err != nil {

@@ -87,7 +87,10 @@ func (f *fixture) open(mut func(*Config)) {
 		f.t.Fatal(err)
 	}
 	cfg := Config{Store: st, Dirs: testDirs{root: f.root}, WaitDelay: 200 * time.Millisecond, Now: f.clock.now,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + f.root, "LANG=C.UTF-8"}}
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + f.root, "LANG=C.UTF-8"},
+		// LEMON_SPAWN_TEST_CONTAINMENT=subreaper (or group) runs the
+		// suite under a fallback mechanism.
+		containment: os.Getenv("LEMON_SPAWN_TEST_CONTAINMENT")}
 	if mut != nil {
 		mut(&cfg)
 	}
