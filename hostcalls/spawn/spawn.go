@@ -7,7 +7,7 @@
 //     pinned by descriptor, stdin bytes then EOF, separate stdout/stderr
 //     pipes and a combined output cap;
 //   - stopping it: timeout, output overflow, cancel, or the end of the
-//     awaiting request signal the whole group once with SIGKILL, and
+//     awaiting request signal the run's processes once with SIGKILL, and
 //     Cmd.WaitDelay bounds the wait for pipes a descendant still holds;
 //   - the receipts: admission, the 16-active and 1,000-retained limits,
 //     tombstones, restart recovery and the intent binding live in one
@@ -25,12 +25,19 @@
 // under a node-local key; never argv, cwd, stdin or output. Nothing in this
 // package logs.
 //
+// Every descendant of a run is contained and dies with it: a cgroup v2 per
+// run where the host allows it, else the worker is a child subreaper
+// (contain.go; docs/PROCESS.md, "Containment"). A worker killed mid-run
+// leaves its runs' processes running until it restarts; New stops them
+// (by the cgroup path, or the leader's pid and start time, in the running
+// record) before their receipts become outcome_unknown.
+//
 // Limits, stated plainly: cwd admission is not an OS sandbox (processes
-// run with the worker account's rights); a descendant that leaves the
-// process group (setsid) survives the group signal, though its pipes are
-// closed after WaitDelay; a worker killed mid-run leaves its process
-// running unsupervised, and the receipt becomes outcome_unknown on restart.
-// Linux only: it relies on /proc/self/fd for the pinned cwd.
+// run with the worker account's rights); where neither cgroup v2 nor a
+// subreaper is available only the process group is stopped, so a setsid'd
+// orphan survives the run (its pipes are closed after WaitDelay). Linux
+// only: it relies on /proc/self/fd for the pinned cwd and /proc for
+// process start times.
 package spawn
 
 import (
