@@ -157,9 +157,13 @@ func (c *containment) sweep(r *run, final bool) int {
 	}
 	self := os.Getpid()
 	owned := func(p procStat) bool {
+		if p.pid == r.pgid && p.start == r.leaderStart {
+			// r's own leader, not yet reaped (so its pid is not reused):
+			// the descendants that left its group hang below it.
+			return true
+		}
 		if p.start < r.leaderStart || p.pid == self || children.direct[p.pid] {
-			// Too old to be r's, the worker, or a leader (r's own is
-			// signalled through its exec.Cmd; another run's is not r's).
+			// Too old to be r's, the worker, or another run's leader.
 			return false
 		}
 		if p.pgrp == r.pgid {

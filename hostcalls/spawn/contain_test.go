@@ -189,6 +189,26 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 				t.Fatalf("the setsid'd sleep %d outlived its completed run", pid)
 			}
 		})
+		t.Run("leader-alive", func(t *testing.T) {
+			// The timeout stops the leader and the setsid'd child below it
+			// together: the pipes reach EOF (outputTruncated false), none
+			// is left for WaitDelay (here 5 s) to close.
+			f := newFixture(t, withMode(mode, 5*time.Second))
+			r := req("leader-alive", "sh", "-c", `setsid sh -c "echo \$\$ > pid; exec sleep 600" & exec sleep 600`)
+			h, _, err := f.s.Start(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			escaped := readPidFile(t, filepath.Join(f.root, "pid"))
+			h.r.stop(reasonTimeout)
+			rc, err := h.Result()
+			if err != nil || rc.State != protocol.ProcessStateCancelled || exitOf(rc) != "-9" || rc.OutputTruncated {
+				t.Fatalf("receipt %+v %v", rc, err)
+			}
+			if !escaped.ended() {
+				t.Fatalf("the setsid'd child %d outlived its run", escaped.pid)
+			}
+		})
 		t.Run("argv-setsid", func(t *testing.T) {
 			// setsid(1) as the command: it forks (the leader is a group
 			// leader), the fork leaves the session and the leader exits.
