@@ -95,24 +95,40 @@ func (c *containment) close() {
 // children is the process-wide registry of this package's children. A
 // subreaper is a property of the whole process and reaping is by pid, so
 // every Spawner in the process shares it: a sweep must never reap a
-// child whose exec.Cmd has yet to Wait for it.
+// child whose exec.Cmd has yet to Wait for it. (The worker starts no other
+// children; one started elsewhere in the process while it is a subreaper
+// could be taken for an orphan.)
 var children = struct {
-	// mu is held across every fork of this package and every sweep, so a
-	// sweep never sees a just-forked child before it is registered.
-	mu sync.Mutex
-	// direct holds the pids of started processes not yet reaped by their
-	// Wait; live holds the runs started and not yet released.
+	// forks is held for reading across every fork of this package until
+	// the child is registered, and for writing while a sweep decides what
+	// to signal and reap: a sweep never meets an unregistered child.
+	forks sync.RWMutex
+	// mu guards direct (pids started and not yet reaped by their Wait)
+	// and live (runs started and not yet released).
+	mu     sync.Mutex
 	direct map[int]bool
 	live   map[*run]bool
 }{direct: map[int]bool{}, live: map[*run]bool{}}
 
-// started registers r's leader; the caller holds children.mu.
+// started registers r's leader; the caller holds children.forks for
+// reading.
 func started(r *run, pid int) {
+	st, err := readStat(pid)
+	children.mu.Lock()
+	defer children.mu.Unlock()
 	children.direct[pid] = true
 	children.live[r] = true
-	if st, err := readStat(pid); err == nil {
+	if err == nil {
 		r.leaderStart = st.start
 	}
+}
+
+// forget removes r from the registry once its leader was reaped.
+func forget(r *run) {
+	children.mu.Lock()
+	defer children.mu.Unlock()
+	delete(children.direct, r.pgid)
+	delete(children.live, r)
 }
 
 // release runs once the leader of r was reaped (Wait returned): it kills
@@ -120,55 +136,71 @@ func started(r *run, pid int) {
 // removes r's cgroup. It does not change r's receipt: a process that ended
 // on its own stays completed although its leftovers were killed.
 func (c *containment) release(r *run) {
-	switch {
-	case r.cg != "":
+	forget(r)
+	if r.cg != "" {
 		destroyCgroup(r.cg, c.cg.hasKill, time.Now().Add(cleanupWait))
-		children.mu.Lock()
-		delete(children.direct, r.pgid)
-		delete(children.live, r)
-		children.mu.Unlock()
-	default:
-		c.sweep(r, true)
+		return
 	}
+	c.sweep(r, true)
 }
 
-// sweep kills what is left of r without a cgroup: the members of its
-// process group, every descendant of those, and (as subreaper) the
-// orphans reparented to the worker that belong to r. An orphan belongs to
-// r when it started no earlier than r's leader and no other unreleased run
-// started at or before it; an orphan two runs may own waits for the later
-// one. Every target is pinned by pid and start time before it is
-// signalled. final is the end of the run: r leaves the registry, the
-// targets are waited for (bounded) and the worker's own zombie children
-// among them are reaped. It returns how many processes it signalled.
+// leaderExists reports whether r's leader is still a task (alive or a
+// zombie not yet reaped): then its pid, and so its group id, is in use and
+// names r's group and no other.
+func leaderExists(r *run) bool {
+	st, err := readStat(r.pgid)
+	return err == nil && r.leaderStart != 0 && st.start == r.leaderStart
+}
+
+// sweep kills what is left of r without a cgroup. Its roots:
+//
+//   - while the leader exists: the leader and the members of its group;
+//   - as subreaper: the orphans reparented to the worker that belong to r.
+//     An orphan belongs to r when it started no earlier than r's leader
+//     and no other unreleased run started at or before it; an orphan two
+//     runs may own waits for the later one. After the leader is reaped
+//     every survivor of r is such an orphan or below one;
+//   - with neither (containGroup, final): the members of r's group that
+//     started before Wait returned. The reaped leader no longer holds the
+//     group id, so a group founded since under a reused id is told apart
+//     only by start time: a reuse in the instant between the reap and
+//     Wait's return is not excluded (docs/PROCESS.md, "Containment").
+//
+// and every descendant of a root. Each target is pinned by pid and start
+// time before it is signalled. final is the end of the run (r already
+// forgotten): the targets are waited for (bounded) and the worker's own
+// zombie children among them are reaped. It returns how many processes it
+// signalled.
 func (c *containment) sweep(r *run, final bool) int {
-	children.mu.Lock()
-	defer children.mu.Unlock()
-	if final {
-		delete(children.direct, r.pgid)
-		delete(children.live, r)
-	}
 	if r.pgid <= 1 || r.leaderStart == 0 {
 		return 0
 	}
+	group := leaderExists(r)
+	lateGroup := final && !group && c.mode == containGroup && r.reapedTick != 0
+	if !group && !lateGroup && c.mode != containSubreaper {
+		return 0
+	}
+	if c.mode != containSubreaper && unix.Kill(-r.pgid, 0) == unix.ESRCH {
+		return 0 // no group member left: nothing to scan
+	}
+	// The snapshot is taken before the fork lock: a child forked before it
+	// was read is registered by the time the lock is held.
 	procs, err := allProcs()
 	if err != nil {
 		return 0
 	}
 	self := os.Getpid()
+	children.forks.Lock()
+	children.mu.Lock()
 	owned := func(p procStat) bool {
-		if p.pid == r.pgid && p.start == r.leaderStart {
-			// r's own leader, not yet reaped (so its pid is not reused):
-			// the descendants that left its group hang below it.
-			return true
+		if p.pid == r.pgid {
+			return group && p.start == r.leaderStart
 		}
 		if p.start < r.leaderStart || p.pid == self || children.direct[p.pid] {
 			// Too old to be r's, the worker, or another run's leader.
 			return false
 		}
-		if p.pgrp == r.pgid {
-			// While the group has a member its id is not reused, even with
-			// the leader reaped: these are r's.
+		if p.pgrp == r.pgid && (group || (lateGroup && p.start < r.reapedTick)) {
 			return true
 		}
 		if c.mode != containSubreaper || p.ppid != self {
@@ -182,27 +214,40 @@ func (c *containment) sweep(r *run, final bool) int {
 		return true
 	}
 	victims := descendants(procs, owned)
+	children.mu.Unlock()
 	var ps []*pinned
 	for _, v := range victims {
 		if p, err := pin(v.pid, v.start, nil); err == nil {
 			ps = append(ps, p)
 		}
 	}
+	for _, p := range ps {
+		p.kill()
+	}
+	children.forks.Unlock()
 	if !final {
 		for _, p := range ps {
-			p.kill()
 			p.close()
 		}
 		return len(ps)
 	}
-	killPinned(ps, time.Now().Add(cleanupWait))
-	// Reap the ones that are (now) the worker's own zombies.
-	for _, v := range victims {
-		st, err := readStat(v.pid)
-		if err == nil && st.start == v.start && st.ppid == self && st.zombie() && !children.direct[v.pid] {
-			var ws unix.WaitStatus
-			unix.Wait4(v.pid, &ws, unix.WNOHANG, nil)
+	deadline := time.Now().Add(cleanupWait)
+	for _, p := range ps {
+		p.waitExit(deadline)
+		p.close()
+	}
+	// Reap the ones that are (now) the worker's own zombies. None of them
+	// is registered: r's leader is forgotten, other leaders are no victims.
+	if c.mode == containSubreaper {
+		children.forks.Lock()
+		for _, v := range victims {
+			st, err := readStat(v.pid)
+			if err == nil && st.start == v.start && st.ppid == self && st.zombie() {
+				var ws unix.WaitStatus
+				unix.Wait4(v.pid, &ws, unix.WNOHANG, nil)
+			}
 		}
+		children.forks.Unlock()
 	}
 	return len(ps)
 }
@@ -241,8 +286,8 @@ func (c *containment) recover(rec record) {
 	if err != nil {
 		return // gone, or the pid now names another process
 	}
-	// While the leader is pinned its pid (and so its group id) cannot be
-	// reused: the members of that group are the run's.
+	// While the leader exists (alive or a zombie) its pid, and so its
+	// group id, is in use and cannot name another process or group.
 	procs, err := allProcs()
 	if err != nil {
 		leader.close()
@@ -259,6 +304,16 @@ func (c *containment) recover(rec record) {
 		if p, err := pin(v.pid, v.start, nil); err == nil {
 			ps = append(ps, p)
 		}
+	}
+	// The leader must still exist (alive or a zombie) now that the others
+	// are pinned: then its pid was in use throughout, and the group seen
+	// in the snapshot was the run's. Had it been reaped meanwhile, only
+	// the leader's own pidfd is safe to use.
+	if st, err := readStat(rec.Pid); err != nil || st.start != rec.PidStart {
+		for _, p := range ps[1:] {
+			p.close()
+		}
+		ps = ps[:1]
 	}
 	killPinned(ps, deadline)
 }

@@ -79,6 +79,17 @@ func allProcs() ([]procStat, error) {
 	return out, nil
 }
 
+// nowTicks is the current time in the unit of start times: clock ticks
+// (USER_HZ, 100 on Linux) of CLOCK_BOOTTIME, which the kernel uses for
+// /proc/PID/stat field 22. It returns 0 if the clock is unreadable.
+func nowTicks() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano()) / (1e9 / 100)
+}
+
 // bootID identifies this boot of the machine: start times count from it,
 // so a recorded (pid, start) from another boot names no living process.
 func bootID() string {

@@ -66,8 +66,10 @@ type run struct {
 	// the leader's start time (/proc/PID/stat field 22), 0 if unknown.
 	cg          string
 	leaderStart uint64
-	out         *capture
-	timer       *time.Timer
+	// reapedTick is when Wait reaped the leader, in start-time ticks.
+	reapedTick uint64
+	out        *capture
+	timer      *time.Timer
 	// unwatch stops the request-context watch.
 	unwatch func() bool
 	done    chan struct{}
@@ -110,7 +112,12 @@ func (r *run) killMembers() error {
 	if r.cg != "" {
 		return killCgroup(r.cg, r.s.contain.cg.hasKill)
 	}
-	err := killGroup(r.pgid)
+	// The group id names r's group only while the leader is unreaped; in
+	// WaitDelay's phase it may already be free.
+	err := error(unix.ESRCH)
+	if leaderExists(r) {
+		err = killGroup(r.pgid)
+	}
 	if errors.Is(err, unix.ESRCH) && r.cmd.Process.Kill() == nil {
 		// The leader left its group and is not yet reaped: Go signals it
 		// through its pidfd, never a reused pid.
@@ -295,12 +302,12 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		}
 		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
 	}
-	children.mu.Lock()
+	children.forks.RLock()
 	err = cmd.Start()
 	if err == nil {
 		started(r, cmd.Process.Pid)
 	}
-	children.mu.Unlock()
+	children.forks.RUnlock()
 	if err != nil {
 		if cgDir != "" {
 			removeCgroupTree(cgDir)
@@ -469,6 +476,7 @@ func (r *run) signal() {
 // the run.
 func (r *run) wait() {
 	werr := r.cmd.Wait()
+	r.reapedTick = nowTicks()
 	r.timer.Stop()
 	r.unwatch()
 	stdoutEOF, stderrEOF := r.out.eofs()
