@@ -163,8 +163,8 @@ func leaderExists(r *run) bool {
 //   - with neither (containGroup, final): the members of r's group that
 //     started before Wait returned. The reaped leader no longer holds the
 //     group id, so a group founded since under a reused id is told apart
-//     only by start time: a reuse in the instant between the reap and
-//     Wait's return is not excluded (docs/PROCESS.md, "Containment").
+//     only by start time: a reuse between the reap and Wait's return (at
+//     most WaitDelay) is not excluded (docs/PROCESS.md, "Containment").
 //
 // and every descendant of a root. Each target is pinned by pid and start
 // time before it is signalled. final is the end of the run (r already

@@ -100,9 +100,9 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// pinned is a process held by a pidfd: while the descriptor is open the
-// kernel does not give its pid to another process, so a signal sent
-// through it reaches this process or none.
+// pinned is a process held by a pidfd: the descriptor refers to the
+// process itself, not to its number, so a signal sent through it reaches
+// this process or fails (ESRCH), even once the number names another.
 type pinned struct {
 	st procStat
 	fd int // -1 when pidfd_open is unavailable (Linux < 5.3)

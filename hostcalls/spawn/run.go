@@ -66,7 +66,8 @@ type run struct {
 	// the leader's start time (/proc/PID/stat field 22), 0 if unknown.
 	cg          string
 	leaderStart uint64
-	// reapedTick is when Wait reaped the leader, in start-time ticks.
+	// reapedTick is when Wait returned (the leader was reaped at or
+	// before it), in start-time ticks.
 	reapedTick uint64
 	out        *capture
 	timer      *time.Timer
