@@ -252,6 +252,35 @@ func (c *containment) sweep(r *run, final bool) int {
 	return len(ps)
 }
 
+// removeStale removes the parent cgroup left by the previous worker on
+// this store (it died, or its Close could not remove it): every run cgroup
+// beneath it is destroyed (their runs are over: the running ones were just
+// recovered), then the parent. A path that is not a parent this package
+// makes (see validRunCgroup), or this worker's own, is left alone.
+func (c *containment) removeStale(parent string) {
+	if parent == "" || (c.cg != nil && parent == c.cg.parent) {
+		return
+	}
+	mount := ""
+	if c.cg != nil {
+		mount = c.cg.mount
+	} else if m, _, err := cgroup2Mount(); err == nil {
+		mount = m
+	}
+	if !validRunCgroup(mount, filepath.Join(parent, cgRunPrefix+"0000000000000000")) {
+		return
+	}
+	runs, _ := filepath.Glob(filepath.Join(parent, cgRunPrefix+"*"))
+	deadline := time.Now().Add(cleanupWait)
+	for _, dir := range runs {
+		if validRunCgroup(mount, dir) {
+			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+			destroyCgroup(dir, err == nil, deadline)
+		}
+	}
+	unix.Rmdir(parent)
+}
+
 // recover stops the survivors of a run that was still running when a
 // previous worker died, before its receipt becomes outcome_unknown: its
 // cgroup when it had one, else its leader (pinned: pid and start time must

@@ -366,6 +366,27 @@ func TestWorkerSIGKILLStopsSurvivorsOnRestart(t *testing.T) {
 			t.Fatal("the run did not survive the worker's SIGKILL; the test proves nothing")
 		}
 
+		// Where the dead worker's run lived, from its record.
+		st, err := store.New(store.Config{Path: filepath.Join(dir, "node.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before record
+		ns, _ := st.Namespace(Namespace)
+		ns.View(func(tx *store.Tx) error {
+			v, _ := tx.Get(recordPrefix + "survivor")
+			before, _ = decodeRecord(v)
+			return nil
+		})
+		st.Close()
+		if before.State != protocol.ProcessStateRunning || before.Boot != bootID() ||
+			(mode == "cgroup") != (before.Cgroup != "") || (mode == "cgroup") == (before.Pid != 0) {
+			t.Fatalf("the dead worker's record: %+v", before)
+		}
+		if mode != "cgroup" && (before.Pid != child.pid || before.PidStart != child.start) {
+			t.Fatalf("recorded leader %d/%d, want %d/%d", before.Pid, before.PidStart, child.pid, child.start)
+		}
+
 		f := &fixture{t: t, dir: dir, root: root, path: filepath.Join(dir, "node.db"),
 			clock: &fakeClock{t: time.Unix(1_800_000_000, 0)}}
 		f.open(withMode(mode, 0))
@@ -389,21 +410,55 @@ func TestWorkerSIGKILLStopsSurvivorsOnRestart(t *testing.T) {
 			t.Fatalf("rerun %+v", rc)
 		}
 		if mode == "cgroup" {
-			if m, own, err := cgroup2Mount(); err == nil && m != "" {
-				ents, _ := filepath.Glob(filepath.Join(own, cgParentPrefix+"*", cgRunPrefix+"*"))
-				for _, e := range ents {
-					if pids, _ := cgroupProcs(e); len(pids) > 0 {
-						// Another test's live run is fine; none may hold our pids.
-						for _, p := range pids {
-							if p == child.pid || p == grandchild.pid {
-								t.Fatalf("cgroup %s still holds %d", e, p)
-							}
-						}
-					}
+			// The dead worker's run cgroup and its parent are gone.
+			for _, d := range []string{before.Cgroup, filepath.Dir(before.Cgroup)} {
+				if _, err := os.Stat(d); !os.IsNotExist(err) {
+					t.Fatalf("%s left behind: %v", d, err)
 				}
 			}
 		}
 	})
+}
+
+// TestStaleParentCgroupRemoved: the parent cgroup of the previous worker
+// on the same store goes at the next start, with what its run cgroups
+// still hold.
+func TestStaleParentCgroupRemoved(t *testing.T) {
+	needCgroups(t)
+	f := newFixture(t, withMode("cgroup", 0))
+	old := f.s.contain.cg
+	stale := filepath.Join(filepath.Dir(old.parent), cgParentPrefix+randHex8())
+	run := filepath.Join(stale, cgRunPrefix+randHex8())
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupTree(stale) })
+	leftover := exec.Command("sleep", "600")
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { leftover.Wait(); close(reaped) }()
+	t.Cleanup(func() { leftover.Process.Kill(); <-reaped })
+	if err := os.WriteFile(filepath.Join(run, "cgroup.procs"), []byte(strconv.Itoa(leftover.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.s.ns.Update(func(tx *store.Tx) error { return tx.Put(keyCgroup, []byte(stale)) })
+	f.s.Close()
+	f.reopen()
+	select {
+	case <-reaped:
+	case <-time.After(time.Minute):
+		t.Fatal("the process in the stale run cgroup survived")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale parent left: %v", err)
+	}
+	var v []byte
+	f.s.ns.View(func(tx *store.Tx) error { v, _ = tx.Get(keyCgroup); return nil })
+	if string(v) != f.s.contain.cg.parent {
+		t.Fatalf("k/cgroup %q, want %q", v, f.s.contain.cg.parent)
+	}
 }
 
 // TestRecoveryNeverSignalsAnotherProcess: a running record whose pid now

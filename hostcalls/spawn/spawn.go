@@ -157,7 +157,10 @@ func DefaultEnv() []string {
 const Namespace = "spawn"
 
 const (
-	keyIntent    = "k/intent"
+	keyIntent = "k/intent"
+	// keyCgroup holds the parent cgroup of the worker that used this store
+	// last, so the next one removes it (docs/PROCESS.md, "Containment").
+	keyCgroup    = "k/cgroup"
 	recordPrefix = "r/"
 )
 
@@ -254,7 +257,11 @@ func pathDirs(env []string) []string {
 // outcome_unknown, in one transaction.
 func (s *Spawner) open() error {
 	var interrupted []record
+	var oldParent string
 	err := s.ns.View(func(tx *store.Tx) error {
+		if v, ok := tx.Get(keyCgroup); ok {
+			oldParent = string(v)
+		}
 		return tx.ForEach(recordPrefix, "", func(k string, v []byte) error {
 			if rec, err := decodeRecord(v); err == nil && rec.State == protocol.ProcessStateRunning {
 				interrupted = append(interrupted, rec)
@@ -268,7 +275,15 @@ func (s *Spawner) open() error {
 	for _, rec := range interrupted {
 		s.contain.recover(rec)
 	}
+	s.contain.removeStale(oldParent)
 	return s.ns.Update(func(tx *store.Tx) error {
+		if s.contain.cg != nil {
+			if err := tx.Put(keyCgroup, []byte(s.contain.cg.parent)); err != nil {
+				return err
+			}
+		} else if err := tx.Delete(keyCgroup); err != nil {
+			return err
+		}
 		if s.cfg.IntentKey != nil {
 			s.key = append([]byte(nil), s.cfg.IntentKey...)
 		} else if k, ok := tx.Get(keyIntent); ok && len(k) == 32 {
