@@ -445,7 +445,8 @@ func TestStaleParentCgroupRemoved(t *testing.T) {
 	}
 	f.s.ns.Update(func(tx *store.Tx) error { return tx.Put(keyCgroup, []byte(stale)) })
 	f.s.Close()
-	f.reopen()
+	f.st.Close()
+	f.open(withMode("cgroup", 0))
 	select {
 	case <-reaped:
 	case <-time.After(time.Minute):
