@@ -18,11 +18,11 @@ import (
 //     it; the run ends by killing the cgroup (cgroup.kill) and removing it.
 //   - containSubreaper: without cgroup v2 write access, the worker is a
 //     child subreaper (PR_SET_CHILD_SUBREAPER), so descendants orphaned by
-//     a run reparent to the worker instead of init; at the end of a run
-//     the worker kills and reaps its process group, the descendants of
-//     that group and the orphans that can only be that run's.
+//     a run reparent to the worker instead of init; a stop and the end of
+//     a run kill the orphans that can only be that run's and everything
+//     below them (see sweep), and the worker reaps them.
 //   - containGroup: neither is available; only the process group is
-//     stopped, as before.
+//     stopped (see sweep).
 type containMode int
 
 const (
@@ -30,17 +30,6 @@ const (
 	containSubreaper
 	containCgroup
 )
-
-func (m containMode) String() string {
-	switch m {
-	case containCgroup:
-		return "cgroup"
-	case containSubreaper:
-		return "subreaper"
-	default:
-		return "group"
-	}
-}
 
 // cleanupWait bounds how long the end of a run (or restart recovery) waits
 // for the processes it killed to exit.
