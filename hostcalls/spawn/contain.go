@@ -124,10 +124,20 @@ func forget(r *run) {
 // every process of r still alive, waits (bounded) for them to exit and
 // removes r's cgroup. It does not change r's receipt: a process that ended
 // on its own stays completed although its leftovers were killed.
-func (c *containment) release(r *run) {
+//
+// signalled says the run was stopped (its one SIGKILL succeeded): a
+// cgroup is then only waited for, never signalled again (cgroup.kill, or
+// the freeze, reached every member and no fork got past it).
+func (c *containment) release(r *run, signalled bool) {
 	forget(r)
 	if r.cg != "" {
-		destroyCgroup(r.cg, c.cg.hasKill, time.Now().Add(cleanupWait))
+		deadline := time.Now().Add(cleanupWait)
+		if signalled {
+			waitCgroup(r.cg, "populated 0", deadline)
+			removeCgroupTree(r.cg)
+			return
+		}
+		destroyCgroup(r.cg, c.cg.hasKill, deadline)
 		return
 	}
 	c.sweep(r, true)

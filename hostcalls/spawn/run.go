@@ -493,7 +493,7 @@ func (r *run) wait() {
 	r.mu.Unlock()
 	// Whatever the run left (a setsid'd daemon, an orphan, a grandchild in
 	// the group) dies now, before the receipt is final.
-	r.s.contain.release(r)
+	r.s.contain.release(r, sig == sigSent)
 
 	var exit *int
 	if ps := r.cmd.ProcessState; ps != nil {
