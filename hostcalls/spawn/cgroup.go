@@ -1,7 +1,6 @@
 package spawn
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -48,33 +47,6 @@ func randHex8() string {
 // ("0::/path"). It works on unified hosts (/sys/fs/cgroup) and hybrid ones
 // (/sys/fs/cgroup/unified).
 func cgroup2Mount() (mount, self string, err error) {
-	mi, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", err
-	}
-	defer mi.Close()
-	root := ""
-	sc := bufio.NewScanner(mi)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-		f := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "cgroup2" {
-			continue
-		}
-		mount, root = unescapeMount(f[4]), unescapeMount(f[3])
-		break
-	}
-	if mount == "" {
-		return "", "", errors.New("spawn: no cgroup2 mount")
-	}
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", "", err
@@ -88,16 +60,44 @@ func cgroup2Mount() (mount, self string, err error) {
 	if !strings.HasPrefix(own, "/") {
 		return "", "", errors.New("spawn: no cgroup v2 membership")
 	}
-	// The mount may show a subtree of the hierarchy (a container's
-	// namespace root is already "/").
-	if root != "/" {
-		rest, ok := strings.CutPrefix(own, root)
-		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-			return "", "", errors.New("spawn: own cgroup is outside the visible cgroup2 mount")
-		}
-		own = rest
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
 	}
-	return mount, filepath.Join(mount, own), nil
+	mount, self, err = findCgroup2(string(mi), own)
+	return mount, self, err
+}
+
+// findCgroup2 picks, from mountinfo text, the first cgroup2 mount whose
+// root holds own (the "0::" path) and returns it with own's directory.
+// A mount may show a subtree of the hierarchy (its root field); a
+// container's namespace root is already "/".
+func findCgroup2(mountinfo, own string) (mount, self string, err error) {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		f := strings.Fields(line)
+		sep := -1
+		for i, x := range f {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "cgroup2" {
+			continue
+		}
+		mnt, root := unescapeMount(f[4]), unescapeMount(f[3])
+		rest := own
+		if root != "/" {
+			var ok bool
+			rest, ok = strings.CutPrefix(own, root)
+			if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+				continue
+			}
+		}
+		return mnt, filepath.Join(mnt, rest), nil
+	}
+	return "", "", errors.New("spawn: no cgroup2 mount shows this process's cgroup")
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

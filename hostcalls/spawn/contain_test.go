@@ -614,6 +614,31 @@ func TestValidRunCgroup(t *testing.T) {
 	}
 }
 
+func TestFindCgroup2(t *testing.T) {
+	hybrid := `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw`
+	unified := `24 30 0:22 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate`
+	// A container sees a subtree; a second mount shows another one.
+	sub := `100 90 0:30 /other /mnt/x rw - cgroup2 cgroup2 rw
+101 90 0:30 /system.slice/lemon.service /sys/fs/cgroup rw - cgroup2 cgroup2 rw`
+	cases := []struct {
+		mi, own, mount, self string
+	}{
+		{hybrid, "/", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/unified"},
+		{unified, "/system.slice/lemon.service", "/sys/fs/cgroup", "/sys/fs/cgroup/system.slice/lemon.service"},
+		{sub, "/system.slice/lemon.service/x", "/sys/fs/cgroup", "/sys/fs/cgroup/x"},
+		{sub, "/system.slice/lemon.serviceX", "", ""},
+		{"", "/", "", ""},
+	}
+	for _, c := range cases {
+		m, self, err := findCgroup2(c.mi, c.own)
+		if m != c.mount || self != c.self || (c.mount == "") != (err != nil) {
+			t.Errorf("findCgroup2(%q) = %q %q %v, want %q %q", c.own, m, self, err, c.mount, c.self)
+		}
+	}
+}
+
 func TestUnescapeMount(t *testing.T) {
 	if got := unescapeMount(`/sys/fs/cgroup\040x`); got != "/sys/fs/cgroup x" {
 		t.Fatalf("%q", got)
