@@ -31,8 +31,8 @@ const (
 	containCgroup
 )
 
-// cleanupWait bounds how long the end of a run (or restart recovery) waits
-// for the processes it killed to exit.
+// cleanupWait bounds how long the end of a run, or restart recovery as a
+// whole, waits for the processes it killed to exit.
 const cleanupWait = 5 * time.Second
 
 // containment is the Spawner's mechanism.
@@ -256,7 +256,7 @@ func (c *containment) sweep(r *run, final bool) int {
 // beneath it is destroyed (their runs are over: the running ones were just
 // recovered), then the parent. A path that is not a parent this package
 // makes (see validRunCgroup), or this worker's own, is left alone.
-func (c *containment) removeStale(parent string) {
+func (c *containment) removeStale(parent string, deadline time.Time) {
 	if parent == "" || (c.cg != nil && parent == c.cg.parent) {
 		return
 	}
@@ -270,7 +270,6 @@ func (c *containment) removeStale(parent string) {
 		return
 	}
 	runs, _ := filepath.Glob(filepath.Join(parent, cgRunPrefix+"*"))
-	deadline := time.Now().Add(cleanupWait)
 	for _, dir := range runs {
 		if validRunCgroup(mount, dir) {
 			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
@@ -286,11 +285,10 @@ func (c *containment) removeStale(parent string) {
 // match, so a reused pid is never signalled), the leader's process group
 // and their descendants. A record from another boot names no living
 // process and nothing is done.
-func (c *containment) recover(rec record) {
+func (c *containment) recover(rec record, deadline time.Time) {
 	if rec.Boot != "" && rec.Boot != c.boot {
 		return
 	}
-	deadline := time.Now().Add(cleanupWait)
 	if rec.Cgroup != "" {
 		mount := ""
 		if c.cg != nil {

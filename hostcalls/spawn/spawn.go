@@ -272,10 +272,11 @@ func (s *Spawner) open() error {
 	if err != nil {
 		return err
 	}
+	deadline := time.Now().Add(cleanupWait)
 	for _, rec := range interrupted {
-		s.contain.recover(rec)
+		s.contain.recover(rec, deadline)
 	}
-	s.contain.removeStale(oldParent)
+	s.contain.removeStale(oldParent, deadline)
 	return s.ns.Update(func(tx *store.Tx) error {
 		if s.contain.cg != nil {
 			if err := tx.Put(keyCgroup, []byte(s.contain.cg.parent)); err != nil {
