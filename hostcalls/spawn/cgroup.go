@@ -133,13 +133,11 @@ func newCgroups() (*cgroups, error) {
 		return nil, err
 	}
 	c := &cgroups{mount: mount, parent: filepath.Join(own, cgParentPrefix+randHex8())}
-	if err := os.Mkdir(c.parent, 0o700); err != nil {
-		return nil, err
-	}
-	_, err = os.Stat(filepath.Join(c.parent, "cgroup.kill"))
-	c.hasKill = err == nil
-	if err := c.probe(); err != nil {
-		os.Remove(c.parent)
+	err = c.probe()
+	// The parent exists only while runs need it (create makes it again),
+	// so a worker that never runs a process leaves no cgroup behind.
+	unix.Rmdir(c.parent)
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -156,6 +154,9 @@ func (c *cgroups) probe() error {
 	}
 	defer os.Remove(dir)
 	defer unix.Close(fd)
+	// A non-root cgroup has cgroup.kill from Linux 5.14 on.
+	_, err = os.Stat(filepath.Join(dir, "cgroup.kill"))
+	c.hasKill = err == nil
 	_, err = os.StartProcess("/dev/null/x", []string{"x"}, &os.ProcAttr{
 		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd, Setpgid: true}})
 	if errors.Is(err, syscall.ENOTDIR) {
@@ -170,8 +171,12 @@ func (c *cgroups) probe() error {
 // runPath names a new run cgroup (not yet created).
 func (c *cgroups) runPath() string { return filepath.Join(c.parent, cgRunPrefix+randHex8()) }
 
-// create makes the run cgroup dir and opens it for CLONE_INTO_CGROUP.
+// create makes the run cgroup dir (and the parent, the first time) and
+// opens it for CLONE_INTO_CGROUP.
 func (c *cgroups) create(dir string) (string, int, error) {
+	if err := os.Mkdir(c.parent, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", -1, err
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", -1, err
 	}

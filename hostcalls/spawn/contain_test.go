@@ -261,6 +261,11 @@ func TestCgroupFreezeFallbackKills(t *testing.T) {
 func TestCgroupOfRunIsRemoved(t *testing.T) {
 	needCgroups(t)
 	f := newFixture(t, withMode("cgroup", 0))
+	// A worker that has run nothing has made no cgroup (a SIGKILL then
+	// leaves nothing behind).
+	if _, err := os.Stat(f.s.contain.cg.parent); !os.IsNotExist(err) {
+		t.Fatalf("parent cgroup before any run: %v", err)
+	}
 	h, _, err := f.s.Start(context.Background(), req("cg", "sh", "-c", "echo $$ > pid; exec sleep 600"))
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +273,9 @@ func TestCgroupOfRunIsRemoved(t *testing.T) {
 	leader := readPidFile(t, filepath.Join(f.root, "pid"))
 	if in, err := inCgroup(leader.pid, h.r.cg); !in || err != nil {
 		t.Fatalf("leader not in the run cgroup %s: %v", h.r.cg, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.r.cg, "cgroup.kill")); (err == nil) != f.s.contain.cg.hasKill {
+		t.Fatalf("hasKill %v, cgroup.kill: %v", f.s.contain.cg.hasKill, err)
 	}
 	var raw []byte
 	f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(recordPrefix + "cg"); return nil })
