@@ -45,6 +45,7 @@ type fixture struct {
 	st    *store.Store
 	s     *Spawner
 	clock *fakeClock
+	all   []*Spawner // every Spawner opened, abandoned ones included
 }
 
 type fakeClock struct{ t time.Time }
@@ -71,6 +72,10 @@ func newFixture(t testing.TB, mut func(*Config)) *fixture {
 		if f.st != nil {
 			f.st.Close()
 		}
+		// An abandoned Spawner (reopen) leaves its parent cgroup behind.
+		for _, s := range f.all {
+			s.contain.close()
+		}
 	})
 	return f
 }
@@ -82,7 +87,10 @@ func (f *fixture) open(mut func(*Config)) {
 		f.t.Fatal(err)
 	}
 	cfg := Config{Store: st, Dirs: testDirs{root: f.root}, WaitDelay: 200 * time.Millisecond, Now: f.clock.now,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + f.root, "LANG=C.UTF-8"}}
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + f.root, "LANG=C.UTF-8"},
+		// LEMON_SPAWN_TEST_CONTAINMENT=subreaper (or group) runs the
+		// suite under a fallback mechanism.
+		containment: os.Getenv("LEMON_SPAWN_TEST_CONTAINMENT")}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -92,6 +100,7 @@ func (f *fixture) open(mut func(*Config)) {
 		f.t.Fatal(err)
 	}
 	f.st, f.s = st, s
+	f.all = append(f.all, s)
 }
 
 // reopen simulates a worker restart: a new store handle and Spawner on the

@@ -35,6 +35,16 @@ type record struct {
 	Generation uint64 `json:"generation"`
 	AdmittedMs int64  `json:"admittedMs"`
 	EndedMs    int64  `json:"endedMs,omitempty"`
+
+	// Where the processes of a running record live, so that a restarted
+	// worker can stop them (docs/PROCESS.md, "Containment"): the run's
+	// cgroup, or its leader's pid with its start time (clock ticks after
+	// boot, /proc/PID/stat field 22), and the boot id both belong to.
+	// Terminal records drop them.
+	Cgroup   string `json:"cgroup,omitempty"`
+	Pid      int    `json:"pid,omitempty"`
+	PidStart uint64 `json:"pidStart,omitempty"`
+	Boot     string `json:"boot,omitempty"`
 }
 
 func (r record) encode() []byte {

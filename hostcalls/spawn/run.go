@@ -68,8 +68,15 @@ type run struct {
 	owner string
 	cmd   *exec.Cmd
 	pgid  int
-	out   *capture
-	timer *time.Timer
+	// cg is the run's cgroup (containCgroup), "" otherwise; leaderStart is
+	// the leader's start time (/proc/PID/stat field 22), 0 if unknown.
+	cg          string
+	leaderStart uint64
+	// reapedTick is when Wait returned (the leader was reaped at or
+	// before it), in start-time ticks.
+	reapedTick uint64
+	out        *capture
+	timer      *time.Timer
 	// unwatch stops the request-context watch.
 	unwatch func() bool
 	done    chan struct{}
@@ -102,6 +109,34 @@ func killGroup(pgid int) error {
 		return unix.EINVAL
 	}
 	return unix.Kill(-pgid, unix.SIGKILL)
+}
+
+// killMembers sends SIGKILL to the run's processes: its whole cgroup when
+// it has one, else its process group and its leader (which may have left
+// the group), and as subreaper also the run's descendants outside the
+// group. unix.ESRCH means none was left.
+func (r *run) killMembers() error {
+	if r.cg != "" {
+		return killCgroup(r.cg, r.s.contain.cg.hasKill)
+	}
+	// The group id names r's group only while the leader is unreaped; in
+	// WaitDelay's phase it may already be free.
+	err := error(unix.ESRCH)
+	if leaderExists(r) {
+		err = killGroup(r.pgid)
+	}
+	if errors.Is(err, unix.ESRCH) && r.cmd.Process.Kill() == nil {
+		// The leader left its group and is not yet reaped: Go signals it
+		// through its pidfd, never a reused pid.
+		err = nil
+	}
+	if r.s.contain.mode == containSubreaper {
+		// And the orphans and descendants outside the group that are r's.
+		if n := r.s.contain.sweep(r, false); n > 0 && errors.Is(err, unix.ESRCH) {
+			err = nil
+		}
+	}
+	return err
 }
 
 // Start admits and starts a run (spec "Native processes"). While it holds
@@ -203,6 +238,13 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 
 	now := s.cfg.Now().UnixMilli()
 	rec = record{V: 1, State: protocol.ProcessStateRunning, Intent: intent, Generation: req.Generation, AdmittedMs: now}
+	cgDir := ""
+	if s.contain.cg != nil {
+		// Named (and recorded) before the commit, created after it: a
+		// worker dying in between leaves a name with no cgroup.
+		cgDir = s.contain.cg.runPath()
+		rec.Cgroup, rec.Boot = cgDir, s.contain.boot
+	}
 	full := false
 	// The retained count and the write are one check-and-write inside the
 	// group transaction: the functions batched before this one are counted.
@@ -229,7 +271,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(recordPrefix + id) })
 	}
 
-	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, done: make(chan struct{}), admitted: now}
+	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, done: make(chan struct{}), admitted: now, cg: cgDir}
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
 		limit = s.budget
@@ -252,11 +294,34 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = s.cfg.WaitDelay
 	r.cmd = cmd
+	if cgDir != "" {
+		// Cloned straight into its cgroup (clone3 CLONE_INTO_CGROUP): no
+		// instant in which a fork of the child could escape it.
+		_, cgFD, err := s.contain.cg.create(cgDir)
+		if err != nil {
+			unspend()
+			return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be contained").WithRetry(true, false)
+		}
+		defer unix.Close(cgFD)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgFD
+	}
 	if err := closeOnExecAbove2(); err != nil {
 		unspend()
+		if cgDir != "" {
+			removeCgroupTree(cgDir)
+		}
 		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
 	}
-	if err := cmd.Start(); err != nil {
+	children.forks.RLock()
+	err = cmd.Start()
+	if err == nil {
+		started(r, cmd.Process.Pid)
+	}
+	children.forks.RUnlock()
+	if err != nil {
+		if cgDir != "" {
+			removeCgroupTree(cgDir)
+		}
 		derr := unspend()
 		serr := startError(err)
 		if derr != nil {
@@ -273,6 +338,14 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 			serr.WithRetry(false, false)
 		}
 		return nil, nil, serr
+	}
+	if cgDir == "" && r.leaderStart != 0 {
+		// Without a cgroup a restarted worker finds the run's processes by
+		// its leader: pid, start time and boot, recorded once known. The
+		// process already runs; a worker dying before this commit leaves
+		// them unrecorded.
+		rec.Pid, rec.PidStart, rec.Boot = cmd.Process.Pid, r.leaderStart, s.contain.boot
+		s.ns.Batch(func(tx *store.Tx) error { return tx.Put(recordPrefix+id, rec.encode()) })
 	}
 	r.mu.Lock()
 	r.pgid = cmd.Process.Pid
@@ -399,7 +472,7 @@ func (r *run) signal() {
 		r.pending = true
 		return
 	}
-	switch err := r.s.killFn(r.pgid); {
+	switch err := r.s.killFn(r); {
 	case err == nil:
 		r.sig = sigSent
 	case errors.Is(err, unix.ESRCH):
@@ -413,6 +486,7 @@ func (r *run) signal() {
 // the run.
 func (r *run) wait() {
 	werr := r.cmd.Wait()
+	r.reapedTick = nowTicks()
 	r.timer.Stop()
 	r.unwatch()
 	stdoutEOF, stderrEOF := r.out.eofs()
@@ -426,6 +500,9 @@ func (r *run) wait() {
 	r.finished = true
 	reason, sig := r.reason, r.sig
 	r.mu.Unlock()
+	// Whatever the run left (a setsid'd daemon, an orphan, a grandchild in
+	// the group) dies now, before the receipt is final.
+	r.s.contain.release(r, sig == sigSent)
 
 	var exit *int
 	if ps := r.cmd.ProcessState; ps != nil {

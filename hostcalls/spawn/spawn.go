@@ -7,7 +7,7 @@
 //     pinned by descriptor, stdin bytes then EOF, separate stdout/stderr
 //     pipes and a combined output cap;
 //   - stopping it: timeout, output overflow, cancel, or the end of the
-//     awaiting request signal the whole group once with SIGKILL, and
+//     awaiting request signal the run's processes once with SIGKILL, and
 //     Cmd.WaitDelay bounds the wait for pipes a descendant still holds;
 //   - the receipts: admission, the 16-active and 1,000-retained limits,
 //     tombstones, restart recovery and the intent binding live in one
@@ -25,12 +25,19 @@
 // under a node-local key; never argv, cwd, stdin or output. Nothing in this
 // package logs.
 //
+// Every descendant of a run is contained and dies with it: a cgroup v2 per
+// run where the host allows it, else the worker is a child subreaper
+// (contain.go; docs/PROCESS.md, "Containment"). A worker killed mid-run
+// leaves its runs' processes running until it restarts; New stops them
+// (by the cgroup path, or the leader's pid and start time, in the running
+// record) before their receipts become outcome_unknown.
+//
 // Limits, stated plainly: cwd admission is not an OS sandbox (processes
-// run with the worker account's rights); a descendant that leaves the
-// process group (setsid) survives the group signal, though its pipes are
-// closed after WaitDelay; a worker killed mid-run leaves its process
-// running unsupervised, and the receipt becomes outcome_unknown on restart.
-// Linux only: it relies on /proc/self/fd for the pinned cwd.
+// run with the worker account's rights); where neither cgroup v2 nor a
+// subreaper is available only the process group is stopped, so a setsid'd
+// orphan survives the run (its pipes are closed after WaitDelay). Linux
+// only: it relies on /proc/self/fd for the pinned cwd and /proc for
+// process start times.
 package spawn
 
 import (
@@ -101,6 +108,10 @@ type Config struct {
 	IntentKey []byte
 	// Now is the clock of the output cache (default time.Now).
 	Now func() time.Time
+
+	// containment forces a mechanism ("cgroup", "subreaper", "group") in
+	// this package's tests; "" picks the best the host allows.
+	containment string
 }
 
 // Spawner runs native processes and keeps their receipts. It is safe for
@@ -129,7 +140,8 @@ type Spawner struct {
 	// whenever admitting or active shrinks or closed is set.
 	admitting int
 	changed   *sync.Cond
-	killFn    func(pgid int) error // test hook: signal the group
+	killFn    func(r *run) error // test hook: signal the run's processes
+	contain   *containment
 }
 
 // DefaultEnv is the fixed environment of processes when Config.Env is nil.
@@ -145,7 +157,10 @@ func DefaultEnv() []string {
 const Namespace = "spawn"
 
 const (
-	keyIntent    = "k/intent"
+	keyIntent = "k/intent"
+	// keyCgroup holds the parent cgroup of the worker that used this store
+	// last, so the next one removes it (docs/PROCESS.md, "Containment").
+	keyCgroup    = "k/cgroup"
 	recordPrefix = "r/"
 )
 
@@ -198,10 +213,14 @@ func New(cfg Config) (*Spawner, error) {
 		unsaved:  map[string]*run{},
 		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
 		gates:    map[string]chan struct{}{},
-		killFn:   killGroup,
+		killFn:   (*run).killMembers,
 	}
 	s.changed = sync.NewCond(&s.mu)
+	if s.contain, err = newContainment(cfg.containment); err != nil {
+		return nil, err
+	}
 	if err := s.open(); err != nil {
+		s.contain.close()
 		return nil, err
 	}
 	return s, nil
@@ -233,10 +252,39 @@ func pathDirs(env []string) []string {
 	return out
 }
 
-// open loads or creates the intent key and recovers interrupted receipts,
-// in one transaction.
+// open stops the survivors of runs a previous worker left running, then
+// loads or creates the intent key and turns those receipts into
+// outcome_unknown, in one transaction.
 func (s *Spawner) open() error {
+	var interrupted []record
+	var oldParent string
+	err := s.ns.View(func(tx *store.Tx) error {
+		if v, ok := tx.Get(keyCgroup); ok {
+			oldParent = string(v)
+		}
+		return tx.ForEach(recordPrefix, "", func(k string, v []byte) error {
+			if rec, err := decodeRecord(v); err == nil && rec.State == protocol.ProcessStateRunning {
+				interrupted = append(interrupted, rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(cleanupWait)
+	for _, rec := range interrupted {
+		s.contain.recover(rec, deadline)
+	}
+	s.contain.removeStale(oldParent, deadline)
 	return s.ns.Update(func(tx *store.Tx) error {
+		if s.contain.cg != nil {
+			if err := tx.Put(keyCgroup, []byte(s.contain.cg.parent)); err != nil {
+				return err
+			}
+		} else if err := tx.Delete(keyCgroup); err != nil {
+			return err
+		}
 		if s.cfg.IntentKey != nil {
 			s.key = append([]byte(nil), s.cfg.IntentKey...)
 		} else if k, ok := tx.Get(keyIntent); ok && len(k) == 32 {
@@ -265,6 +313,7 @@ func (s *Spawner) open() error {
 				rec.State = protocol.ProcessStateOutcomeUnknown
 				rec.Reason = reasonRestart
 				rec.ExitCode = nil
+				rec.Cgroup, rec.Pid, rec.PidStart, rec.Boot = "", 0, 0, ""
 				fixes = append(fixes, fix{k, rec})
 			}
 			return nil
@@ -304,6 +353,7 @@ func (s *Spawner) Close() error {
 	for _, r := range runs {
 		<-r.done
 	}
+	s.contain.close()
 	return nil
 }
 

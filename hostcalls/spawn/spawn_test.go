@@ -260,11 +260,11 @@ func TestSignalsGroupAtMostOnce(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
 	f := newFixture(t, nil)
-	f.s.killFn = func(pgid int) error {
+	f.s.killFn = func(r *run) error {
 		mu.Lock()
 		calls++
 		mu.Unlock()
-		return killGroup(pgid)
+		return r.killMembers()
 	}
 	r := req("once", "sh", "-c", "sleep 30 & yes; wait")
 	r.MaxOutputBytes = 10
@@ -287,7 +287,7 @@ func TestSignalsGroupAtMostOnce(t *testing.T) {
 
 func TestFirstSignalFailureIsAnError(t *testing.T) {
 	f := newFixture(t, nil)
-	f.s.killFn = func(int) error { return unix.EPERM }
+	f.s.killFn = func(*run) error { return unix.EPERM }
 	r := req("eperm", "sleep", "0.3")
 	r.timeout = 20 * time.Millisecond
 	h, _, err := f.s.Start(context.Background(), r)

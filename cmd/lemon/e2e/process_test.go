@@ -65,32 +65,59 @@ func TestProcessThroughController(t *testing.T) {
 	}
 
 	// SIGKILL mid-run. The command appends "ran PID" to a file before it
-	// sleeps, so the file counts executions.
+	// sleeps, so the file counts executions; it also forks a child that
+	// leaves its session (setsid) and writes its pid to a second file.
 	marks := filepath.Join(m.home, "marks")
 	if err := os.Mkdir(marks, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	countFile := filepath.Join(marks, "runs.txt")
-	killRun := runParams("kill:1", []string{"python3", "-c",
-		`import os, sys, time; f=open(sys.argv[1], "a"); f.write("ran %d\n" % os.getpid()); f.close(); time.sleep(120)`, countFile}, nil)
+	escapedFile := filepath.Join(marks, "escaped.txt")
+	killRun := runParams("kill:1", []string{"python3", "-c", `import os, sys, time
+f = open(sys.argv[1], "a"); f.write("ran %d\n" % os.getpid()); f.close()
+if os.fork() == 0:
+    os.setsid(); g = open(sys.argv[2] + ".tmp", "w"); g.write("%d" % os.getpid()); g.close(); os.rename(sys.argv[2] + ".tmp", sys.argv[2]); time.sleep(120); os._exit(0)
+time.sleep(120)`, countFile, escapedFile}, nil)
 	killJSON, _ := json.Marshal(killRun)
 	caller := start(t, "lemon call node.process.run", c.op.home, env(c.op.home, "LEMON_OPERATOR_TOKEN="+c.opToken),
 		"call", "--controller", c.url, "node.process.run", string(killJSON))
-	var childPID int
+	var childPID, escapedPID int
 	if !eventually(time.Minute, func() bool {
 		lines := readLines(countFile)
 		if len(lines) == 1 {
 			childPID, _ = strconv.Atoi(strings.TrimPrefix(lines[0], "ran "))
 		}
-		return childPID > 0
+		if b, err := os.ReadFile(escapedFile); err == nil {
+			escapedPID, _ = strconv.Atoi(string(b))
+		}
+		return childPID > 0 && escapedPID > 0
 	}) {
 		t.Fatalf("the run never started\n%s", node.output())
 	}
-	// The worker's death leaves the command running unsupervised (it is
-	// in its own process group): stop it when the test ends.
-	t.Cleanup(func() { syscall.Kill(-childPID, syscall.SIGKILL) })
+	child, ok1 := readProc(childPID)
+	escaped, ok2 := readProc(escapedPID)
+	if !ok1 || !ok2 {
+		t.Fatalf("the run's processes vanished before the SIGKILL")
+	}
+	// Still alive: the same pid with the same start time, not a zombie.
+	alive := func(p procInfo) bool {
+		now, ok := readProc(p.pid)
+		return ok && now.start == p.start && now.state != "Z"
+	}
+	// Should the restart fail to stop them, stop them when the test ends
+	// (never a pid that now names another process).
+	t.Cleanup(func() {
+		for _, p := range []procInfo{child, escaped} {
+			if alive(p) {
+				syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+	})
 	if code := node.signal(t, syscall.SIGKILL); code != -1 {
 		t.Fatalf("node exit %d after SIGKILL", code)
+	}
+	if !alive(child) || !alive(escaped) {
+		t.Fatalf("the run did not outlive the worker's SIGKILL (child %v, escaped %v): nothing to show", alive(child), alive(escaped))
 	}
 	if code := caller.wait(t); code != 1 {
 		t.Errorf("the awaiting lemon call exited %d, want 1\n%s", code, caller.output())
@@ -110,6 +137,12 @@ func TestProcessThroughController(t *testing.T) {
 	if id2 != nodeID {
 		t.Fatalf("the restarted node has ID %s, want %s", id2, nodeID)
 	}
+	// The restarted worker stopped the interrupted run's processes, the
+	// setsid'd one included, before it served (docs/PROCESS.md,
+	// "Containment").
+	if !eventually(10*time.Second, func() bool { return !alive(child) && !alive(escaped) }) {
+		t.Errorf("after the restart: child %d alive %v, setsid'd child %d alive %v", child.pid, alive(child), escaped.pid, alive(escaped))
+	}
 	unknown := `{"processId":"kill:1","nodeId":"` + nodeID + `","state":"outcome_unknown","exitCode":null,"stdoutBase64":null,"stderrBase64":null,"outputTruncated":true}`
 	wantExactly(t, "get after the restart", c.op.must(t, "node.process.get", map[string]any{"nodeId": nodeID, "processId": "kill:1"}), unknown)
 	// The same intent again answers the stored receipt and runs nothing.
@@ -120,9 +153,6 @@ func TestProcessThroughController(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if lines := readLines(countFile); len(lines) != 1 {
 		t.Errorf("the command ran %d times, want 1: %q", len(lines), lines)
-	}
-	if pi, ok := readProc(childPID); ok && pi.state != "Z" {
-		t.Logf("the command (pid %d) outlived the SIGKILLed worker, unsupervised, as docs/PROCESS.md says", childPID)
 	}
 
 	// Stop everything, then search every log line and every file the
