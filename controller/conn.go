@@ -27,12 +27,93 @@ const maxIDBytes = 128
 // its own hello-ok (sent after the registry lock is released).
 const maxPreConnectQueued = 64
 
-// outFrame is one item of a connection's write queue: a text frame, or a
-// close frame (closeCode != 0) after which the writer closes the socket.
+// outFrame is one item of a connection's write queue: a text frame
+// (charged bytes of the queue's budget), or a close frame (closeCode != 0)
+// after which the writer closes the socket.
 type outFrame struct {
 	data      []byte
+	charged   int64
 	closeCode int
 	closeText string
+}
+
+// CloseSlowConsumer's reason, sent with 1008 to a peer whose write queue
+// stayed full for Config.SlowConsumerTimeout.
+const slowConsumerReason = "slow consumer: queued frames were not read in time"
+
+// queueBudget bounds the bytes queued for one connection's writer
+// (Config.MaxBufferedBytes). A sender whose frame does not fit waits, in
+// arrival order behind earlier waiters, until the writer has sent enough
+// (see docs/PROTOCOL.md, Transport).
+type queueBudget struct {
+	mu      sync.Mutex
+	limit   int64
+	used    int64
+	waiters []*budgetWaiter
+}
+
+type budgetWaiter struct {
+	n     int64
+	ready chan struct{} // closed once the bytes are granted
+}
+
+// acquire charges n bytes (at most the limit, so any frame fits an empty
+// queue) and returns the charge. It waits for room up to timeout or until
+// done closes; ok is false when the bytes were not granted, and timedOut
+// tells the timeout apart from done.
+func (b *queueBudget) acquire(n int64, timeout time.Duration, done <-chan struct{}) (charge int64, ok, timedOut bool) {
+	n = min(n, b.limit)
+	b.mu.Lock()
+	if len(b.waiters) == 0 && b.used+n <= b.limit {
+		b.used += n
+		b.mu.Unlock()
+		return n, true, false
+	}
+	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return n, true, false
+	case <-t.C:
+		timedOut = true
+	case <-done:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, x := range b.waiters {
+		if x == w {
+			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+			b.grantLocked() // the waiters behind w may fit now
+			return n, false, timedOut
+		}
+	}
+	return n, true, false // granted just as the wait ended
+}
+
+// release returns n bytes (a frame has been written or dropped).
+func (b *queueBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.grantLocked()
+	b.mu.Unlock()
+}
+
+func (b *queueBudget) grantLocked() {
+	for len(b.waiters) > 0 && b.used+b.waiters[0].n <= b.limit {
+		w := b.waiters[0]
+		b.waiters = b.waiters[1:]
+		b.used += w.n
+		close(w.ready)
+	}
+}
+
+func (b *queueBudget) queued() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // conn is one WebSocket connection, operator or node.
@@ -43,7 +124,8 @@ type conn struct {
 	ctx      context.Context // cancelled when the connection ends
 	cancel   context.CancelFunc
 	out      chan outFrame
-	buffered atomic.Int64
+	budget   queueBudget
+	urgent   chan outFrame // cap 1: a close frame that overtakes the queue
 	done     chan struct{} // closed when the connection is closing
 	finished chan struct{} // closed when run has returned
 	once     sync.Once
@@ -77,6 +159,8 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 		ctx:      ctx,
 		cancel:   cancel,
 		out:      make(chan outFrame, 256),
+		budget:   queueBudget{limit: int64(s.cfg.MaxBufferedBytes)},
+		urgent:   make(chan outFrame, 1),
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
 		inflight: make(chan struct{}, s.cfg.MaxInflight),
@@ -139,7 +223,7 @@ func (c *conn) closeWith(code int, text string) {
 		case <-c.done:
 			return
 		default:
-			// Queue full: close without the courtesy frame.
+			// Queue full: close at once, without the courtesy frame.
 		}
 	}
 	c.once.Do(func() {
@@ -149,43 +233,65 @@ func (c *conn) closeWith(code int, text string) {
 	})
 }
 
+// closeUrgent ends the connection with a close frame sent ahead of every
+// frame still queued (those are dropped): the peer gets the reason as
+// soon as it reads past what the socket already holds.
+func (c *conn) closeUrgent(code int, text string) {
+	if c.closing.CompareAndSwap(false, true) {
+		c.urgent <- outFrame{closeCode: code, closeText: text}
+	}
+}
+
 func (c *conn) writer() {
 	for {
+		var f outFrame
 		select {
 		case <-c.done:
 			return
-		case f := <-c.out:
-			c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if f.closeCode != 0 {
-				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
-				// The reader ends when the peer answers the close, or after a grace second.
-				c.ws.SetReadDeadline(time.Now().Add(time.Second))
-				return
+		case f = <-c.urgent:
+		case f = <-c.out:
+			select {
+			case u := <-c.urgent: // an urgent close overtakes queued frames
+				f = u
+			default:
 			}
-			err := c.ws.WriteMessage(websocket.TextMessage, f.data)
-			c.buffered.Add(-int64(len(f.data)))
-			if err != nil {
-				c.closeWith(0, "")
-				return
-			}
+		}
+		c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if f.closeCode != 0 {
+			c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
+			// The reader ends when the peer answers the close, or after a grace second.
+			c.ws.SetReadDeadline(time.Now().Add(time.Second))
+			return
+		}
+		err := c.ws.WriteMessage(websocket.TextMessage, f.data)
+		c.budget.release(f.charged)
+		if err != nil {
+			c.closeWith(0, "")
+			return
 		}
 	}
 }
 
-// send queues one frame. A peer whose queue exceeds MaxBufferedBytes is
-// disconnected. It reports whether the frame was queued.
+// send queues one frame and reports whether it was queued. The queue
+// holds at most MaxBufferedBytes; a frame that does not fit waits for the
+// writer to make room. The answers a peer asked for are bounded by
+// MaxInflight, so a peer that reads is never cut for pipelining; one whose
+// queue stays full for SlowConsumerTimeout is closed with 1008 and
+// slowConsumerReason.
 func (c *conn) send(data []byte) bool {
-	if c.buffered.Add(int64(len(data))) > int64(c.s.cfg.MaxBufferedBytes) {
-		c.buffered.Add(-int64(len(data)))
-		c.s.log.Warn("connection too slow; closing", "conn", c.id)
-		c.closeWith(0, "")
+	n, ok, timedOut := c.budget.acquire(int64(len(data)), c.s.cfg.SlowConsumerTimeout, c.done)
+	if !ok {
+		if timedOut {
+			c.s.log.Warn("slow consumer; closing", "conn", c.id, "queuedBytes", c.budget.queued())
+			c.closeUrgent(websocket.ClosePolicyViolation, slowConsumerReason)
+		}
 		return false
 	}
 	select {
-	case c.out <- outFrame{data: data}:
+	case c.out <- outFrame{data: data, charged: n}:
 		return true
 	case <-c.done:
-		c.buffered.Add(-int64(len(data)))
+		c.budget.release(n)
 		return false
 	}
 }

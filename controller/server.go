@@ -37,9 +37,14 @@ type Config struct {
 	NodeTokens []NodeCredential
 	// MaxPayload is the largest frame accepted, in bytes (default 1 MiB).
 	MaxPayload int
-	// MaxBufferedBytes bounds the bytes queued for one connection's writer;
-	// a peer that falls further behind is disconnected (default 16 MiB).
+	// MaxBufferedBytes bounds the bytes queued for one connection's writer
+	// (default 16 MiB, at least MaxPayload). A frame that does not fit
+	// waits for room; see SlowConsumerTimeout.
 	MaxBufferedBytes int
+	// SlowConsumerTimeout is how long a frame may wait for room in a full
+	// write queue before the peer is closed with 1008 "slow consumer"
+	// (default 5 s).
+	SlowConsumerTimeout time.Duration
 	// MaxInflight bounds concurrent requests per connection (default 256);
 	// beyond it a request gets RATE_LIMITED with retrySafe:true.
 	MaxInflight int
@@ -77,7 +82,9 @@ const (
 	DefaultMaxInflight      = 256
 	DefaultIdleTimeout      = 75 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
-	writeTimeout            = 10 * time.Second
+	// DefaultSlowConsumerTimeout is Config.SlowConsumerTimeout's default.
+	DefaultSlowConsumerTimeout = 5 * time.Second
+	writeTimeout               = 10 * time.Second
 	// MinSessionTTL is the shortest Config.SessionTTL accepted.
 	MinSessionTTL = time.Second
 )
@@ -132,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBufferedBytes < cfg.MaxPayload {
 		cfg.MaxBufferedBytes = cfg.MaxPayload
+	}
+	if cfg.SlowConsumerTimeout <= 0 {
+		cfg.SlowConsumerTimeout = DefaultSlowConsumerTimeout
 	}
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = DefaultMaxInflight
