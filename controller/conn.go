@@ -121,6 +121,7 @@ type conn struct {
 	s        *Server
 	ws       *websocket.Conn
 	id       string
+	addr     string          // addrKey of the peer, for the auth-failure throttle
 	ctx      context.Context // cancelled when the connection ends
 	cancel   context.CancelFunc
 	out      chan outFrame
@@ -156,6 +157,7 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 		s:        s,
 		ws:       ws,
 		id:       randomHex(8),
+		addr:     addrKey(ws.RemoteAddr()),
 		ctx:      ctx,
 		cancel:   cancel,
 		out:      make(chan outFrame, 256),
@@ -522,6 +524,17 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		c.respondErr(id, protocol.InvalidParams("client", "client id or version is too long"))
 		return true
 	}
+	if p.Role == protocol.RoleOperator || p.Role == protocol.RoleNode {
+		// An address that failed too often is refused before its
+		// credential is looked at: guessing stops, not just slows.
+		if c.s.throttle.blocked(c.addr, c.s.now()) {
+			c.s.log.Debug("connect refused: too many authentication failures", "conn", c.id)
+			c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainAuthRateLimited,
+				"too many failed connects from this address; retry later").WithRetry(true, false))
+			c.closeWith(websocket.ClosePolicyViolation, "too many authentication failures")
+			return false
+		}
+	}
 	switch p.Role {
 	case protocol.RoleOperator:
 		if p.Node != nil {
@@ -531,6 +544,7 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		op, e := c.s.auth.operator(p.Auth.Token)
 		if e != nil {
 			c.s.log.Info("operator connect refused", "conn", c.id, "reason", e.DomainCode())
+			c.authFailed()
 			c.respondErr(id, e)
 			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 			return false
@@ -542,15 +556,34 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		}
 		c.op, c.role, c.scopes, c.clientID = op, protocol.RoleOperator, scopes, p.Client.ID
 		c.connected = true
+		c.authenticated()
 		c.touch()
 		c.sendJSON(c.s.hello(c, nil))
 		c.s.log.Info("operator connected", "conn", c.id, "operator", op.name)
 		return true
 	case protocol.RoleNode:
-		return c.connectNode(id, &p)
+		ok := c.connectNode(id, &p)
+		if c.connected {
+			c.authenticated()
+		}
+		return ok
 	default:
 		c.respondErr(id, protocol.InvalidParams("role", `role must be "operator" or "node"`))
 		return true
+	}
+}
+
+// authenticated frees the socket's unauthenticated slot (see connGuard).
+func (c *conn) authenticated() {
+	if g := guardedOf(c.ws.NetConn()); g != nil {
+		g.authenticated()
+	}
+}
+
+// authFailed charges a failed connect to the peer's address.
+func (c *conn) authFailed() {
+	if c.s.throttle.failed(c.addr, c.s.now()) {
+		c.s.log.Warn("authentication failures from one address; refusing its connects for a while", "conn", c.id)
 	}
 }
 

@@ -241,7 +241,7 @@ func TestAttachStuckHelloDoesNotStallRegistry(t *testing.T) {
 	armed.Store(true)
 	s := startAttachServer(t, func(c *conn) {
 		if c.node.rec.Name == "worker-1" && armed.CompareAndSwap(true, false) {
-			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*stallConn))
+			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*guardedConn).Conn.(*stallConn))
 			stuck <- c
 		}
 	})
@@ -311,7 +311,7 @@ func TestAttachReplacedDuringStuckHello(t *testing.T) {
 	armed.Store(true)
 	s := startAttachServer(t, func(c *conn) {
 		if armed.CompareAndSwap(true, false) { // the first connect only
-			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*stallConn))
+			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*guardedConn).Conn.(*stallConn))
 			stuck <- struct{}{}
 		}
 	})

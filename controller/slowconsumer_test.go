@@ -155,7 +155,11 @@ func pipelineEcho(t *testing.T, ws *websocket.Conn, n int) {
 // write queue holds (24 here, within max_inflight 256) and reading them
 // is not cut: answers past the queue's room wait for it.
 func TestPipelinedMaxPayloadReadsAreNotCut(t *testing.T) {
-	s := startSmallBufServer(t, testConfig())
+	cfg := testConfig()
+	// The client reads only once every answer exists, so the slow-consumer
+	// rule (tested below) must not fire meanwhile, however loaded CI is.
+	cfg.SlowConsumerTimeout = 2 * time.Minute
+	s := startSmallBufServer(t, cfg)
 	node := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Name: "worker-1"}, nil)
 	ws := rawOperator(t, s.url)
 	const n = 24
@@ -170,6 +174,7 @@ func TestPipelinedMaxPayloadReadsAreNotCut(t *testing.T) {
 func TestManyConnectionsPipeliningReadsAreNotCut(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxBufferedBytes = 4 << 20
+	cfg.SlowConsumerTimeout = 2 * time.Minute // as above
 	s := startSmallBufServer(t, cfg)
 	node := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Name: "worker-1"}, nil)
 	const conns, each = 24, 6
