@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"lemon/client"
 	"lemon/protocol"
 )
 
@@ -147,8 +149,14 @@ func TestUnauthenticatedGlobalCapBoundary(t *testing.T) {
 		ws.Close()
 		t.Fatal("past the cap again, a socket was admitted")
 	}
-	if got := s.guard.refused.Load(); got != 2 {
-		t.Fatalf("refused %d sockets, want 2", got)
+	// The Go client says why.
+	_, err := client.Dial(context.Background(), s.url, client.Options{Token: adminToken})
+	var de *client.DialError
+	if !errors.As(err, &de) || !strings.Contains(de.Reason, "connection limit") {
+		t.Fatalf("client dial past the cap: %v", err)
+	}
+	if got := s.guard.refused.Load(); got != 3 {
+		t.Fatalf("refused %d sockets, want 3", got)
 	}
 }
 
