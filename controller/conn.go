@@ -544,7 +544,7 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		op, e := c.s.auth.operator(p.Auth.Token)
 		if e != nil {
 			c.s.log.Info("operator connect refused", "conn", c.id, "reason", e.DomainCode())
-			c.authFailed()
+			c.authFailed(e)
 			c.respondErr(id, e)
 			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 			return false
@@ -580,8 +580,15 @@ func (c *conn) authenticated() {
 	}
 }
 
-// authFailed charges a failed connect to the peer's address.
-func (c *conn) authFailed() {
+// authFailed charges a failed connect to the peer's address when its
+// token was missing or not recognized (a guess). A genuine credential
+// refused for its state (session expired or revoked, identity mismatch)
+// is not a guess and is not charged: a fleet behind one address whose
+// sessions expired must not lock that address out.
+func (c *conn) authFailed(e *protocol.Error) {
+	if d := e.DomainCode(); d != protocol.DomainOperatorAuthMissing && d != protocol.DomainOperatorAuthInvalid {
+		return
+	}
 	if c.s.throttle.failed(c.addr, c.s.now()) {
 		c.s.log.Warn("authentication failures from one address; refusing its connects for a while", "conn", c.id)
 	}

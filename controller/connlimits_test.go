@@ -322,3 +322,28 @@ func TestAuthThrottleTableBounded(t *testing.T) {
 		t.Fatal("g got no entry after the sweep")
 	}
 }
+
+// A genuine credential refused for its state is not a guess: repeated
+// node_identity_mismatch refusals (an interim token used under another
+// name) do not throttle the address.
+func TestCredentialStateRefusalsNotThrottled(t *testing.T) {
+	cfg := testConfig()
+	cfg.AuthFailureBurst = 1
+	s := startServer(t, cfg)
+	for i := 0; i < 3; i++ {
+		ws := mustUpgrade(t, s, "127.0.0.1")
+		ws.WriteJSON(protocol.Request{Type: protocol.FrameReq, ID: "c1", Method: "connect",
+			Params: mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode, Auth: protocol.ConnectAuth{Token: nodeToken},
+				Client: protocol.ConnectClient{ID: "n", Version: "1"}, Node: &protocol.NodeAdvertise{Name: "worker-2", Methods: map[string]int{}}})})
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"code":"`+protocol.DomainNodeIdentityMismatch+`"`) {
+			t.Fatalf("connect %d: %s, want node_identity_mismatch", i, data)
+		}
+	}
+	if f := sendConnect(t, mustUpgrade(t, s, "127.0.0.1"), adminToken); f.Type != protocol.FrameHelloOK {
+		t.Fatalf("operator after identity refusals: %s", f.raw)
+	}
+}
