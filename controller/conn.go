@@ -37,8 +37,8 @@ type outFrame struct {
 	closeText string
 }
 
-// CloseSlowConsumer's reason, sent with 1008 to a peer whose write queue
-// stayed full for Config.SlowConsumerTimeout.
+// slowConsumerReason is sent with 1008 to a peer whose full write queue
+// made no progress for Config.SlowConsumerTimeout.
 const slowConsumerReason = "slow consumer: queued frames were not read in time"
 
 // queueBudget bounds the bytes queued for one connection's writer
@@ -46,10 +46,12 @@ const slowConsumerReason = "slow consumer: queued frames were not read in time"
 // arrival order behind earlier waiters, until the writer has sent enough
 // (see docs/PROTOCOL.md, Transport).
 type queueBudget struct {
-	mu      sync.Mutex
-	limit   int64
-	used    int64
-	waiters []*budgetWaiter
+	mu          sync.Mutex
+	limit       int64
+	used        int64
+	waiters     []*budgetWaiter
+	lastRelease time.Time        // when the writer last finished a frame
+	now         func() time.Time // nil: time.Now (tests set a clock)
 }
 
 type budgetWaiter struct {
@@ -57,10 +59,19 @@ type budgetWaiter struct {
 	ready chan struct{} // closed once the bytes are granted
 }
 
+func (b *queueBudget) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
+}
+
 // acquire charges n bytes (at most the limit, so any frame fits an empty
-// queue) and returns the charge. It waits for room up to timeout or until
-// done closes; ok is false when the bytes were not granted, and timedOut
-// tells the timeout apart from done.
+// queue) and returns the charge. It waits for room until done closes or
+// the queue makes no progress (the writer finishes no frame) for timeout:
+// a sender far back in a long line behind a peer that reads is not timed
+// out, only one behind a peer that stopped. ok is false when the bytes
+// were not granted, and timedOut tells the stall apart from done.
 func (b *queueBudget) acquire(n int64, timeout time.Duration, done <-chan struct{}) (charge int64, ok, timedOut bool) {
 	n = min(n, b.limit)
 	b.mu.Lock()
@@ -71,15 +82,31 @@ func (b *queueBudget) acquire(n int64, timeout time.Duration, done <-chan struct
 	}
 	w := &budgetWaiter{n: n, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
+	since := b.clock() // progress is counted from now or the last release, the later
 	b.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case <-w.ready:
-		return n, true, false
-	case <-t.C:
-		timedOut = true
-	case <-done:
+wait:
+	for {
+		select {
+		case <-w.ready:
+			return n, true, false
+		case <-t.C:
+			b.mu.Lock()
+			idle := b.clock().Sub(since)
+			if b.lastRelease.After(since) {
+				idle = b.clock().Sub(b.lastRelease)
+			}
+			b.mu.Unlock()
+			if idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			timedOut = true
+			break wait
+		case <-done:
+			break wait
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,6 +124,7 @@ func (b *queueBudget) acquire(n int64, timeout time.Duration, done <-chan struct
 func (b *queueBudget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
+	b.lastRelease = b.clock()
 	b.grantLocked()
 	b.mu.Unlock()
 }
@@ -278,8 +306,8 @@ func (c *conn) writer() {
 // holds at most MaxBufferedBytes; a frame that does not fit waits for the
 // writer to make room. The answers a peer asked for are bounded by
 // MaxInflight, so a peer that reads is never cut for pipelining; one whose
-// queue stays full for SlowConsumerTimeout is closed with 1008 and
-// slowConsumerReason.
+// full queue makes no progress for SlowConsumerTimeout is closed with 1008
+// and slowConsumerReason.
 func (c *conn) send(data []byte) bool {
 	n, ok, timedOut := c.budget.acquire(int64(len(data)), c.s.cfg.SlowConsumerTimeout, c.done)
 	if !ok {

@@ -41,9 +41,9 @@ type Config struct {
 	// (default 16 MiB, at least MaxPayload). A frame that does not fit
 	// waits for room; see SlowConsumerTimeout.
 	MaxBufferedBytes int
-	// SlowConsumerTimeout is how long a frame may wait for room in a full
-	// write queue before the peer is closed with 1008 "slow consumer"
-	// (default 5 s).
+	// SlowConsumerTimeout: a peer whose write queue is full and makes no
+	// progress (no frame finishes writing) for this long while a frame
+	// waits for room is closed with 1008 "slow consumer" (default 5 s).
 	SlowConsumerTimeout time.Duration
 	// MaxInflight bounds concurrent requests per connection (default 256);
 	// beyond it a request gets RATE_LIMITED with retrySafe:true.

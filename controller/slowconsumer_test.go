@@ -354,3 +354,55 @@ func waiters(b *queueBudget) int {
 	defer b.mu.Unlock()
 	return len(b.waiters)
 }
+
+// A waiter is timed out only when the queue makes no progress for the
+// timeout, not when its own wait is long: one far back in a line behind a
+// peer that reads (each release is progress) keeps waiting. The clock is
+// the test's: the real timer only makes the waiter look at it.
+func TestQueueBudgetTimesOutOnlyWithoutProgress(t *testing.T) {
+	clock := &testClock{t: time.Now()}
+	b := &queueBudget{limit: 10, now: clock.Now}
+	for i := 0; i < 10; i++ {
+		b.acquire(1, time.Hour, nil)
+	}
+	type res struct{ ok, timedOut bool }
+	got := make(chan res, 1)
+	go func() {
+		_, ok, timedOut := b.acquire(10, 20*time.Millisecond, nil)
+		got <- res{ok, timedOut}
+	}()
+	for waiters(b) != 1 {
+		runtime.Gosched()
+	}
+	// Progress well within the timeout, over many real timeouts.
+	for i := 0; i < 9; i++ {
+		clock.Add(15 * time.Millisecond)
+		b.release(1)
+		select {
+		case r := <-got:
+			t.Fatalf("waiter ended while the queue made progress: %+v", r)
+		case <-time.After(30 * time.Millisecond): // longer than the real timer
+		}
+	}
+	b.release(1) // now the 10 bytes fit
+	if r := <-got; !r.ok || r.timedOut {
+		t.Fatalf("granted waiter: %+v", r)
+	}
+	// No progress for the timeout: the next waiter times out.
+	go func() {
+		_, ok, timedOut := b.acquire(1, 20*time.Millisecond, nil)
+		got <- res{ok, timedOut}
+	}()
+	for waiters(b) != 1 {
+		runtime.Gosched()
+	}
+	clock.Add(20 * time.Millisecond)
+	select {
+	case r := <-got:
+		if r.ok || !r.timedOut {
+			t.Fatalf("stalled waiter: %+v", r)
+		}
+	case <-time.After(testWait): // hang guard only
+		t.Fatal("a waiter behind a stalled queue never timed out")
+	}
+}
