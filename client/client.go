@@ -284,7 +284,9 @@ func (c *Conn) MaxPayload() int {
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Err reports why the connection ended (nil while it is open, ErrClosed
-// after Close).
+// after Close). When the controller sent a close frame, the error is a
+// *DialError whose message names the code and reason (e.g. 1008 "slow
+// consumer: ..."), and errors.As finds the *websocket.CloseError.
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -358,7 +360,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
-		return nil, connLost()
+		return nil, c.lostError()
 	}
 	c.pending[id] = ch
 	c.mu.Unlock()
@@ -373,7 +375,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	select {
 	case c.out <- outFrame{data: frame}:
 	case <-c.closing:
-		return nil, connLost()
+		return nil, c.lostError()
 	case <-ctx.Done():
 		forget()
 		return nil, ctxError(ctx)
@@ -381,7 +383,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	select {
 	case res, ok := <-ch:
 		if !ok {
-			return nil, connLost()
+			return nil, c.lostError()
 		}
 		if !res.OK {
 			if res.Error == nil {
@@ -402,6 +404,38 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 func connLost() *protocol.Error {
 	e := protocol.DomainError(protocol.CodeUnavailable, "connection_lost", "connection to the controller was lost")
 	return e
+}
+
+// lostError is connLost with, when the controller closed the socket with
+// a close frame, its code and reason in the message (for example
+// "... (closed by the controller: 1008 slow consumer: ...)").
+func (c *Conn) lostError() *protocol.Error {
+	e := connLost()
+	var ce *websocket.CloseError
+	if err := c.Err(); err != nil && errors.As(err, &ce) {
+		e.Message += " (" + closeReason(ce) + ")"
+	}
+	return e
+}
+
+// closeReason describes a close frame: "closed by the controller: CODE
+// REASON", the reason (at most 123 bytes by the WebSocket protocol) with
+// anything but printable ASCII replaced by '?', so it is safe to print.
+func closeReason(ce *websocket.CloseError) string {
+	text := []byte(ce.Text)
+	if len(text) > 123 {
+		text = text[:123]
+	}
+	for i, b := range text {
+		if b < 0x20 || b > 0x7e {
+			text[i] = '?'
+		}
+	}
+	r := "closed by the controller: " + strconv.Itoa(ce.Code)
+	if len(text) > 0 {
+		r += " " + string(text)
+	}
+	return r
 }
 
 func ctxError(ctx context.Context) *protocol.Error {
@@ -455,7 +489,12 @@ func (c *Conn) readLoop() {
 	for {
 		mt, data, err := c.ws.ReadMessage()
 		if err != nil {
-			c.fail(&DialError{Reason: "connection to controller lost", Err: err})
+			reason := "connection to controller lost"
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				reason = "connection " + closeReason(ce)
+			}
+			c.fail(&DialError{Reason: reason, Err: err})
 			return
 		}
 		if c.opts.IdleTimeout > 0 {

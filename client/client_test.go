@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"lemon/client"
 	"lemon/client/fakecontrol"
 	"lemon/protocol"
@@ -212,5 +214,37 @@ func TestCallContextDeadlineIsTimeout(t *testing.T) {
 	c.Close() // idempotent
 	if !errors.Is(c.Err(), client.ErrClosed) {
 		t.Fatalf("Err = %v", c.Err())
+	}
+}
+
+// Issue 9 item 7: a controller's close frame (1008 with a reason, as for
+// a slow consumer) reaches the caller: the failed call's message and
+// Err() name the code and reason; control characters are not passed on.
+func TestCloseReasonSurfaced(t *testing.T) {
+	const reason = "slow consumer: queued frames were not read in time"
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: opToken, Handle: func(c *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
+		text := reason
+		if req.Method == "ctl" {
+			text = "bad\x1b[2Jreason"
+		}
+		c.CloseWith(websocket.ClosePolicyViolation, text)
+		return nil, nil
+	}})
+	defer srv.Close()
+	c := dial(t, srv)
+	_, perr := c.Call(context.Background(), "close", nil)
+	want := "connection to the controller was lost (closed by the controller: 1008 " + reason + ")"
+	if perr == nil || perr.Code != protocol.CodeUnavailable || perr.DomainCode() != "connection_lost" || perr.Message != want {
+		t.Fatalf("call: %+v, want message %q", perr, want)
+	}
+	<-c.Done()
+	var ce *websocket.CloseError
+	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "1008 "+reason) || !errors.As(err, &ce) || ce.Code != 1008 {
+		t.Fatalf("Err() = %v", err)
+	}
+	c2 := dial(t, srv)
+	_, perr = c2.Call(context.Background(), "ctl", nil)
+	if perr == nil || !strings.HasSuffix(perr.Message, "1008 bad?[2Jreason)") {
+		t.Fatalf("control characters: %+v", perr)
 	}
 }

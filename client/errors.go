@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,6 +61,10 @@ func classify(resp *http.Response, err error) string {
 		return "upgrade refused"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		// A controller at its cap on unauthenticated connections closes
+		// new sockets unanswered.
+		return "connection closed by the controller before the upgrade (it may be at its connection limit)"
 	case errors.As(err, &dnsErr):
 		return "host name not found"
 	case errors.As(err, &certErr), errors.As(err, &hostErr):

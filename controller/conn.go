@@ -27,12 +27,121 @@ const maxIDBytes = 128
 // its own hello-ok (sent after the registry lock is released).
 const maxPreConnectQueued = 64
 
-// outFrame is one item of a connection's write queue: a text frame, or a
-// close frame (closeCode != 0) after which the writer closes the socket.
+// outFrame is one item of a connection's write queue: a text frame
+// (charged bytes of the queue's budget), or a close frame (closeCode != 0)
+// after which the writer closes the socket.
 type outFrame struct {
 	data      []byte
+	charged   int64
 	closeCode int
 	closeText string
+}
+
+// slowConsumerReason is sent with 1008 to a peer whose full write queue
+// made no progress for Config.SlowConsumerTimeout.
+const slowConsumerReason = "slow consumer: queued frames were not read in time"
+
+// queueBudget bounds the bytes queued for one connection's writer
+// (Config.MaxBufferedBytes). A sender whose frame does not fit waits, in
+// arrival order behind earlier waiters, until the writer has sent enough
+// (see docs/PROTOCOL.md, Transport).
+type queueBudget struct {
+	mu          sync.Mutex
+	limit       int64
+	used        int64
+	waiters     []*budgetWaiter
+	lastRelease time.Time        // when the writer last finished a frame
+	now         func() time.Time // nil: time.Now (tests set a clock)
+}
+
+type budgetWaiter struct {
+	n     int64
+	ready chan struct{} // closed once the bytes are granted
+}
+
+func (b *queueBudget) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
+}
+
+// acquire charges n bytes (at most the limit, so any frame fits an empty
+// queue) and returns the charge. It waits for room until done closes or
+// the queue makes no progress (the writer finishes no frame) for timeout:
+// a sender far back in a long line behind a peer that reads is not timed
+// out, only one behind a peer that stopped. ok is false when the bytes
+// were not granted, and timedOut tells the stall apart from done.
+func (b *queueBudget) acquire(n int64, timeout time.Duration, done <-chan struct{}) (charge int64, ok, timedOut bool) {
+	n = min(n, b.limit)
+	b.mu.Lock()
+	if len(b.waiters) == 0 && b.used+n <= b.limit {
+		b.used += n
+		b.mu.Unlock()
+		return n, true, false
+	}
+	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	since := b.clock() // progress is counted from now or the last release, the later
+	b.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+wait:
+	for {
+		select {
+		case <-w.ready:
+			return n, true, false
+		case <-t.C:
+			b.mu.Lock()
+			idle := b.clock().Sub(since)
+			if b.lastRelease.After(since) {
+				idle = b.clock().Sub(b.lastRelease)
+			}
+			b.mu.Unlock()
+			if idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			timedOut = true
+			break wait
+		case <-done:
+			break wait
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, x := range b.waiters {
+		if x == w {
+			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+			b.grantLocked() // the waiters behind w may fit now
+			return n, false, timedOut
+		}
+	}
+	return n, true, false // granted just as the wait ended
+}
+
+// release returns n bytes (a frame has been written or dropped).
+func (b *queueBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.lastRelease = b.clock()
+	b.grantLocked()
+	b.mu.Unlock()
+}
+
+func (b *queueBudget) grantLocked() {
+	for len(b.waiters) > 0 && b.used+b.waiters[0].n <= b.limit {
+		w := b.waiters[0]
+		b.waiters = b.waiters[1:]
+		b.used += w.n
+		close(w.ready)
+	}
+}
+
+func (b *queueBudget) queued() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // conn is one WebSocket connection, operator or node.
@@ -40,10 +149,12 @@ type conn struct {
 	s        *Server
 	ws       *websocket.Conn
 	id       string
+	addr     string          // addrKey of the peer, for the auth-failure throttle
 	ctx      context.Context // cancelled when the connection ends
 	cancel   context.CancelFunc
 	out      chan outFrame
-	buffered atomic.Int64
+	budget   queueBudget
+	urgent   chan outFrame // cap 1: a close frame that overtakes the queue
 	done     chan struct{} // closed when the connection is closing
 	finished chan struct{} // closed when run has returned
 	once     sync.Once
@@ -74,9 +185,12 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 		s:        s,
 		ws:       ws,
 		id:       randomHex(8),
+		addr:     addrKey(ws.RemoteAddr()),
 		ctx:      ctx,
 		cancel:   cancel,
 		out:      make(chan outFrame, 256),
+		budget:   queueBudget{limit: int64(s.cfg.MaxBufferedBytes)},
+		urgent:   make(chan outFrame, 1),
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
 		inflight: make(chan struct{}, s.cfg.MaxInflight),
@@ -139,7 +253,7 @@ func (c *conn) closeWith(code int, text string) {
 		case <-c.done:
 			return
 		default:
-			// Queue full: close without the courtesy frame.
+			// Queue full: close at once, without the courtesy frame.
 		}
 	}
 	c.once.Do(func() {
@@ -149,43 +263,65 @@ func (c *conn) closeWith(code int, text string) {
 	})
 }
 
+// closeUrgent ends the connection with a close frame sent ahead of every
+// frame still queued (those are dropped): the peer gets the reason as
+// soon as it reads past what the socket already holds.
+func (c *conn) closeUrgent(code int, text string) {
+	if c.closing.CompareAndSwap(false, true) {
+		c.urgent <- outFrame{closeCode: code, closeText: text}
+	}
+}
+
 func (c *conn) writer() {
 	for {
+		var f outFrame
 		select {
 		case <-c.done:
 			return
-		case f := <-c.out:
-			c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if f.closeCode != 0 {
-				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
-				// The reader ends when the peer answers the close, or after a grace second.
-				c.ws.SetReadDeadline(time.Now().Add(time.Second))
-				return
+		case f = <-c.urgent:
+		case f = <-c.out:
+			select {
+			case u := <-c.urgent: // an urgent close overtakes queued frames
+				f = u
+			default:
 			}
-			err := c.ws.WriteMessage(websocket.TextMessage, f.data)
-			c.buffered.Add(-int64(len(f.data)))
-			if err != nil {
-				c.closeWith(0, "")
-				return
-			}
+		}
+		c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if f.closeCode != 0 {
+			c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
+			// The reader ends when the peer answers the close, or after a grace second.
+			c.ws.SetReadDeadline(time.Now().Add(time.Second))
+			return
+		}
+		err := c.ws.WriteMessage(websocket.TextMessage, f.data)
+		c.budget.release(f.charged)
+		if err != nil {
+			c.closeWith(0, "")
+			return
 		}
 	}
 }
 
-// send queues one frame. A peer whose queue exceeds MaxBufferedBytes is
-// disconnected. It reports whether the frame was queued.
+// send queues one frame and reports whether it was queued. The queue
+// holds at most MaxBufferedBytes; a frame that does not fit waits for the
+// writer to make room. The answers a peer asked for are bounded by
+// MaxInflight, so a peer that reads is never cut for pipelining; one whose
+// full queue makes no progress for SlowConsumerTimeout is closed with 1008
+// and slowConsumerReason.
 func (c *conn) send(data []byte) bool {
-	if c.buffered.Add(int64(len(data))) > int64(c.s.cfg.MaxBufferedBytes) {
-		c.buffered.Add(-int64(len(data)))
-		c.s.log.Warn("connection too slow; closing", "conn", c.id)
-		c.closeWith(0, "")
+	n, ok, timedOut := c.budget.acquire(int64(len(data)), c.s.cfg.SlowConsumerTimeout, c.done)
+	if !ok {
+		if timedOut {
+			c.s.log.Warn("slow consumer; closing", "conn", c.id, "queuedBytes", c.budget.queued())
+			c.closeUrgent(websocket.ClosePolicyViolation, slowConsumerReason)
+		}
 		return false
 	}
 	select {
-	case c.out <- outFrame{data: data}:
+	case c.out <- outFrame{data: data, charged: n}:
 		return true
 	case <-c.done:
-		c.buffered.Add(-int64(len(data)))
+		c.budget.release(n)
 		return false
 	}
 }
@@ -416,6 +552,17 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		c.respondErr(id, protocol.InvalidParams("client", "client id or version is too long"))
 		return true
 	}
+	if p.Role == protocol.RoleOperator || p.Role == protocol.RoleNode {
+		// An address that failed too often is refused before its
+		// credential is looked at: guessing stops, not just slows.
+		if c.s.throttle.blocked(c.addr, c.s.now()) {
+			c.s.log.Debug("connect refused: too many authentication failures", "conn", c.id)
+			c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainAuthRateLimited,
+				"too many failed connects from this address; retry later").WithRetry(true, false))
+			c.closeWith(websocket.ClosePolicyViolation, "too many authentication failures")
+			return false
+		}
+	}
 	switch p.Role {
 	case protocol.RoleOperator:
 		if p.Node != nil {
@@ -425,6 +572,7 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		op, e := c.s.auth.operator(p.Auth.Token)
 		if e != nil {
 			c.s.log.Info("operator connect refused", "conn", c.id, "reason", e.DomainCode())
+			c.authFailed(e)
 			c.respondErr(id, e)
 			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 			return false
@@ -436,15 +584,41 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		}
 		c.op, c.role, c.scopes, c.clientID = op, protocol.RoleOperator, scopes, p.Client.ID
 		c.connected = true
+		c.authenticated()
 		c.touch()
 		c.sendJSON(c.s.hello(c, nil))
 		c.s.log.Info("operator connected", "conn", c.id, "operator", op.name)
 		return true
 	case protocol.RoleNode:
-		return c.connectNode(id, &p)
+		ok := c.connectNode(id, &p)
+		if c.connected {
+			c.authenticated()
+		}
+		return ok
 	default:
 		c.respondErr(id, protocol.InvalidParams("role", `role must be "operator" or "node"`))
 		return true
+	}
+}
+
+// authenticated frees the socket's unauthenticated slot (see connGuard).
+func (c *conn) authenticated() {
+	if g := guardedOf(c.ws.NetConn()); g != nil {
+		g.authenticated()
+	}
+}
+
+// authFailed charges a failed connect to the peer's address when its
+// token was missing or not recognized (a guess). A genuine credential
+// refused for its state (session expired or revoked, identity mismatch)
+// is not a guess and is not charged: a fleet behind one address whose
+// sessions expired must not lock that address out.
+func (c *conn) authFailed(e *protocol.Error) {
+	if d := e.DomainCode(); d != protocol.DomainOperatorAuthMissing && d != protocol.DomainOperatorAuthInvalid {
+		return
+	}
+	if c.s.throttle.failed(c.addr, c.s.now()) {
+		c.s.log.Warn("authentication failures from one address; refusing its connects for a while", "conn", c.id)
 	}
 }
 

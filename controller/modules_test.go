@@ -210,6 +210,10 @@ func TestTLS(t *testing.T) {
 	if err := ws.ReadJSON(&h); err != nil || h.Type != protocol.FrameHelloOK {
 		t.Fatalf("wss hello: %v %+v", err, h)
 	}
+	// The connected TLS socket no longer counts as unauthenticated.
+	if n, _ := s.guard.unauthenticated(""); n != 0 {
+		t.Fatalf("%d unauthenticated sockets after a wss connect, want 0", n)
+	}
 	// Plain ws:// to the TLS port fails.
 	if ws2, _, err := websocket.DefaultDialer.Dial("ws://"+ln.Addr().String()+"/ws", nil); err == nil {
 		ws2.Close()

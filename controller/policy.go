@@ -3,6 +3,7 @@ package controller
 import (
 	"crypto/tls"
 	"fmt"
+	"time"
 
 	"lemon/policies"
 	"lemon/protocol"
@@ -23,6 +24,13 @@ func FromPolicy(p *policies.Controller, getenv func(string) string) (Config, err
 		RequestsPerSecond: p.Limits.RequestsPerSecond,
 		Burst:             p.Limits.Burst,
 		StateDir:          p.StateDir,
+
+		MaxUnauthenticated:           p.Limits.MaxUnauthenticated,
+		MaxUnauthenticatedPerAddress: p.Limits.MaxUnauthenticatedPerAddress,
+		HandshakeTimeout:             time.Duration(p.Limits.HandshakeTimeoutMs) * time.Millisecond,
+		HTTPIdleTimeout:              time.Duration(p.Limits.HTTPIdleTimeoutMs) * time.Millisecond,
+		AuthFailureBurst:             p.Limits.AuthFailureBurst,
+		AuthFailuresPerMinute:        p.Limits.AuthFailuresPerMinute,
 	}
 	if tok := getenv(EnvOperatorToken); tok != "" {
 		cfg.Operators = append(cfg.Operators, OperatorCredential{

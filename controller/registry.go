@@ -391,6 +391,7 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	a, e := c.s.reg.authenticateNode(p.Auth.Token, adv)
 	if e != nil {
 		c.s.log.Info("node connect refused", "conn", c.id, "reason", e.DomainCode())
+		c.authFailed(e)
 		c.respondErr(id, e)
 		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 		return false

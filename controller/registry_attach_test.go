@@ -134,8 +134,8 @@ var fillerFrame = []byte(`{"type":"event","event":"zztest.filler","seq":0,"paylo
 // waits until the writer is stuck writing it to the stalled socket sc,
 // then fills the write queue to capacity.
 func jamWriteQueue(t *testing.T, c *conn, sc *stallConn) {
-	c.buffered.Add(int64(len(fillerFrame)))
-	c.out <- outFrame{data: fillerFrame}
+	c.budget.acquire(int64(len(fillerFrame)), testWait, nil)
+	c.out <- outFrame{data: fillerFrame, charged: int64(len(fillerFrame))}
 	select {
 	case <-sc.entered:
 	case <-time.After(testWait): // hang guard only
@@ -144,8 +144,8 @@ func jamWriteQueue(t *testing.T, c *conn, sc *stallConn) {
 	}
 	for {
 		select {
-		case c.out <- outFrame{data: fillerFrame}:
-			c.buffered.Add(int64(len(fillerFrame)))
+		case c.out <- outFrame{data: fillerFrame, charged: int64(len(fillerFrame))}:
+			c.budget.acquire(int64(len(fillerFrame)), testWait, nil)
 		default:
 			return
 		}
@@ -241,7 +241,7 @@ func TestAttachStuckHelloDoesNotStallRegistry(t *testing.T) {
 	armed.Store(true)
 	s := startAttachServer(t, func(c *conn) {
 		if c.node.rec.Name == "worker-1" && armed.CompareAndSwap(true, false) {
-			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*stallConn))
+			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*guardedConn).Conn.(*stallConn))
 			stuck <- c
 		}
 	})
@@ -311,7 +311,7 @@ func TestAttachReplacedDuringStuckHello(t *testing.T) {
 	armed.Store(true)
 	s := startAttachServer(t, func(c *conn) {
 		if armed.CompareAndSwap(true, false) { // the first connect only
-			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*stallConn))
+			jamWriteQueue(t, c, c.ws.UnderlyingConn().(*guardedConn).Conn.(*stallConn))
 			stuck <- struct{}{}
 		}
 	})

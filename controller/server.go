@@ -37,9 +37,14 @@ type Config struct {
 	NodeTokens []NodeCredential
 	// MaxPayload is the largest frame accepted, in bytes (default 1 MiB).
 	MaxPayload int
-	// MaxBufferedBytes bounds the bytes queued for one connection's writer;
-	// a peer that falls further behind is disconnected (default 16 MiB).
+	// MaxBufferedBytes bounds the bytes queued for one connection's writer
+	// (default 16 MiB, at least MaxPayload). A frame that does not fit
+	// waits for room; see SlowConsumerTimeout.
 	MaxBufferedBytes int
+	// SlowConsumerTimeout: a peer whose write queue is full and makes no
+	// progress (no frame finishes writing) for this long while a frame
+	// waits for room is closed with 1008 "slow consumer" (default 5 s).
+	SlowConsumerTimeout time.Duration
 	// MaxInflight bounds concurrent requests per connection (default 256);
 	// beyond it a request gets RATE_LIMITED with retrySafe:true.
 	MaxInflight int
@@ -63,8 +68,27 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing, not even a ping,
 	// for this long (default 75 s: three 25 s ping intervals).
 	IdleTimeout time.Duration
-	// HandshakeTimeout closes a connection that has not connected in time (default 10 s).
+	// HandshakeTimeout closes a WebSocket that has not connected in time
+	// (default 10 s); it also bounds reading one plain HTTP request.
 	HandshakeTimeout time.Duration
+	// HTTPIdleTimeout closes a keep-alive HTTP connection (e.g. after
+	// /healthz) that sends no next request for this long (default 30 s).
+	HTTPIdleTimeout time.Duration
+	// MaxUnauthenticated caps the sockets Serve holds that have not
+	// completed connect: TLS and HTTP ones, idle keep-alive ones, and
+	// upgraded WebSockets before connect (default 256). A socket past it
+	// is closed at once. MaxUnauthenticatedPerAddress is the same cap per
+	// source address (IPv4 address or IPv6 /64; default 32, at most
+	// MaxUnauthenticated).
+	MaxUnauthenticated           int
+	MaxUnauthenticatedPerAddress int
+	// AuthFailureBurst and AuthFailuresPerMinute throttle failed connects
+	// per source address: after AuthFailureBurst failures (default 10) an
+	// address regains AuthFailuresPerMinute attempts a minute (default 30);
+	// a connect from an address with none left is refused RATE_LIMITED /
+	// auth_rate_limited before its credential is checked.
+	AuthFailureBurst      int
+	AuthFailuresPerMinute float64
 	// Logger receives content-free connection events (default: discard).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests move it for expiry.
@@ -77,7 +101,9 @@ const (
 	DefaultMaxInflight      = 256
 	DefaultIdleTimeout      = 75 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
-	writeTimeout            = 10 * time.Second
+	// DefaultSlowConsumerTimeout is Config.SlowConsumerTimeout's default.
+	DefaultSlowConsumerTimeout = 5 * time.Second
+	writeTimeout               = 10 * time.Second
 	// MinSessionTTL is the shortest Config.SessionTTL accepted.
 	MinSessionTTL = time.Second
 )
@@ -96,6 +122,10 @@ type Server struct {
 	reg      *registry
 	modules  *ModuleSet
 	store    *store
+	guard    *connGuard
+	throttle *authThrottle
+	// refusedLog rate-limits the log line for sockets refused by the caps.
+	refusedLog *rate.Limiter
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -133,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBufferedBytes < cfg.MaxPayload {
 		cfg.MaxBufferedBytes = cfg.MaxPayload
 	}
+	if cfg.SlowConsumerTimeout <= 0 {
+		cfg.SlowConsumerTimeout = DefaultSlowConsumerTimeout
+	}
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = DefaultMaxInflight
 	}
@@ -141,6 +174,22 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.HTTPIdleTimeout <= 0 {
+		cfg.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	if cfg.MaxUnauthenticatedPerAddress <= 0 {
+		cfg.MaxUnauthenticatedPerAddress = DefaultMaxUnauthenticatedPerAddress
+	}
+	cfg.MaxUnauthenticatedPerAddress = min(cfg.MaxUnauthenticatedPerAddress, cfg.MaxUnauthenticated)
+	if cfg.AuthFailureBurst <= 0 {
+		cfg.AuthFailureBurst = DefaultAuthFailureBurst
+	}
+	if cfg.AuthFailuresPerMinute <= 0 {
+		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
@@ -165,14 +214,21 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      log,
-		now:      cfg.Now,
-		auth:     auth,
-		modules:  cfg.ModuleSet,
-		conns:    map[*conn]struct{}{},
-		closedCh: make(chan struct{}),
+		cfg:        cfg,
+		log:        log,
+		now:        cfg.Now,
+		auth:       auth,
+		modules:    cfg.ModuleSet,
+		conns:      map[*conn]struct{}{},
+		closedCh:   make(chan struct{}),
+		throttle:   newAuthThrottle(cfg.AuthFailuresPerMinute, cfg.AuthFailureBurst, maxAuthFailureAddresses),
+		refusedLog: rate.NewLimiter(rate.Every(time.Second), 1),
 	}
+	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
+		if s.refusedLog.Allow() {
+			s.log.Warn("unauthenticated connection cap reached; refusing sockets", "refusedTotal", s.guard.refused.Load())
+		}
+	})
 	s.upgrader = websocket.Upgrader{
 		// Small buffers and a shared write-buffer pool keep an idle node
 		// connection cheap (a thousand nodes stay connected).
@@ -216,15 +272,23 @@ func (s *Server) Handler() http.Handler {
 // Serve accepts connections on ln until ctx ends or Close is called; it
 // returns nil then. A non-loopback listener without operator credentials
 // is refused with ErrInsecureListen. With Config.TLS set it serves TLS.
+// Sockets are subject to the unauthenticated caps and the HTTP timeouts
+// of Config (shared by every listener of the Server).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.auth.hasOperators() && !IsLoopback(ln.Addr()) {
 		return ErrInsecureListen
 	}
+	ln = &guardedListener{Listener: ln, g: s.guard}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	hs := &http.Server{Handler: s.Handler(),
+		ReadHeaderTimeout: s.cfg.HandshakeTimeout,
+		ReadTimeout:       s.cfg.HandshakeTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       s.cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -35,6 +35,12 @@ import (
 //	requests_per_second = 50.0    # per operator credential; 0 = unlimited
 //	burst = 100
 //	max_inflight = 256            # requests in flight per connection
+//	max_unauthenticated = 256     # sockets not yet past connect, in all
+//	max_unauthenticated_per_address = 32   # ... from one IPv4 address or IPv6 /64
+//	handshake_timeout_ms = 10000  # upgrade to connect; one plain HTTP request
+//	http_idle_timeout_ms = 30000  # idle keep-alive HTTP socket
+//	auth_failure_burst = 10       # failed connects per address before throttling
+//	auth_failures_per_minute = 30 # then regained per minute
 //
 // Tokens never appear in the policy in clear: either their SHA-256 (hex) or
 // the name of an environment variable that holds them.
@@ -73,13 +79,28 @@ type NodeToken struct {
 	TokenEnv    string `toml:"token_env"`
 }
 
-// ControllerLimits are per-operator and per-connection limits.
-// RequestsPerSecond (0 = unlimited) and Burst apply per operator
-// credential; MaxInflight per connection (0 = default 256).
+// ControllerLimits are per-operator, per-connection and connection-level
+// limits; 0 means the default. RequestsPerSecond (0 = unlimited) and Burst
+// apply per operator credential; MaxInflight per connection (default
+// 256). MaxUnauthenticated (default 256, 1–65536) caps the sockets that
+// have not completed connect, MaxUnauthenticatedPerAddress (default 32,
+// at most MaxUnauthenticated) the same per source address.
+// HandshakeTimeoutMs (default 10000, 100–60000) bounds the time from
+// upgrade to connect and the reading of one plain HTTP request;
+// HTTPIdleTimeoutMs (default 30000, 100–600000) closes an idle
+// keep-alive HTTP socket. AuthFailureBurst (default 10, 1–10000) failed
+// connects from one address are checked; then AuthFailuresPerMinute
+// (default 30, at most 60000) a minute, the rest are refused unchecked.
 type ControllerLimits struct {
-	RequestsPerSecond float64 `toml:"requests_per_second"`
-	Burst             int     `toml:"burst"`
-	MaxInflight       int     `toml:"max_inflight"`
+	RequestsPerSecond            float64 `toml:"requests_per_second"`
+	Burst                        int     `toml:"burst"`
+	MaxInflight                  int     `toml:"max_inflight"`
+	MaxUnauthenticated           int     `toml:"max_unauthenticated"`
+	MaxUnauthenticatedPerAddress int     `toml:"max_unauthenticated_per_address"`
+	HandshakeTimeoutMs           int     `toml:"handshake_timeout_ms"`
+	HTTPIdleTimeoutMs            int     `toml:"http_idle_timeout_ms"`
+	AuthFailureBurst             int     `toml:"auth_failure_burst"`
+	AuthFailuresPerMinute        float64 `toml:"auth_failures_per_minute"`
 }
 
 // Bounds of controller policy values.
@@ -89,6 +110,20 @@ const (
 	MaxMaxPayload = 64 << 20
 	// DefaultMaxInflight is the per-connection in-flight request bound.
 	DefaultMaxInflight = 256
+	// Connection-limit defaults and bounds (see ControllerLimits).
+	DefaultMaxUnauthenticated           = 256
+	MaxMaxUnauthenticated               = 65536
+	DefaultMaxUnauthenticatedPerAddress = 32
+	DefaultHandshakeTimeoutMs           = 10000
+	MinHandshakeTimeoutMs               = 100
+	MaxHandshakeTimeoutMs               = 60000
+	DefaultHTTPIdleTimeoutMs            = 30000
+	MinHTTPIdleTimeoutMs                = 100
+	MaxHTTPIdleTimeoutMs                = 600000
+	DefaultAuthFailureBurst             = 10
+	MaxAuthFailureBurst                 = 10000
+	DefaultAuthFailuresPerMinute        = 30
+	MaxAuthFailuresPerMinute            = 60000
 	// MaxOperators and MaxNodeTokens bound the credential lists.
 	MaxOperators  = 256
 	MaxNodeTokens = 4096
@@ -184,8 +219,14 @@ func (c *Controller) Validate() error {
 			return err
 		}
 	}
-	if c.Limits.RequestsPerSecond < 0 || c.Limits.Burst < 0 || c.Limits.MaxInflight < 0 {
+	l := &c.Limits
+	if l.RequestsPerSecond < 0 || l.Burst < 0 || l.MaxInflight < 0 || l.MaxUnauthenticated < 0 ||
+		l.MaxUnauthenticatedPerAddress < 0 || l.HandshakeTimeoutMs < 0 || l.HTTPIdleTimeoutMs < 0 ||
+		l.AuthFailureBurst < 0 || l.AuthFailuresPerMinute < 0 {
 		return fmt.Errorf("limits: values must not be negative")
+	}
+	if err := l.validateConnLimits(); err != nil {
+		return err
 	}
 	if c.Limits.RequestsPerSecond > 0 && c.Limits.Burst == 0 {
 		c.Limits.Burst = max(1, int(c.Limits.RequestsPerSecond))
@@ -195,6 +236,39 @@ func (c *Controller) Validate() error {
 	}
 	if c.Limits.MaxInflight > 65536 {
 		return fmt.Errorf("limits.max_inflight: at most 65536")
+	}
+	return nil
+}
+
+// validateConnLimits fills the connection-limit defaults and checks
+// their bounds.
+func (l *ControllerLimits) validateConnLimits() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxUnauthenticated, DefaultMaxUnauthenticated)
+	def(&l.MaxUnauthenticatedPerAddress, min(DefaultMaxUnauthenticatedPerAddress, l.MaxUnauthenticated))
+	def(&l.HandshakeTimeoutMs, DefaultHandshakeTimeoutMs)
+	def(&l.HTTPIdleTimeoutMs, DefaultHTTPIdleTimeoutMs)
+	def(&l.AuthFailureBurst, DefaultAuthFailureBurst)
+	if l.AuthFailuresPerMinute == 0 {
+		l.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
+	switch {
+	case l.MaxUnauthenticated > MaxMaxUnauthenticated:
+		return fmt.Errorf("limits.max_unauthenticated: at most %d", MaxMaxUnauthenticated)
+	case l.MaxUnauthenticatedPerAddress > l.MaxUnauthenticated:
+		return fmt.Errorf("limits.max_unauthenticated_per_address: at most max_unauthenticated (%d)", l.MaxUnauthenticated)
+	case l.HandshakeTimeoutMs < MinHandshakeTimeoutMs || l.HandshakeTimeoutMs > MaxHandshakeTimeoutMs:
+		return fmt.Errorf("limits.handshake_timeout_ms: must be between %d and %d", MinHandshakeTimeoutMs, MaxHandshakeTimeoutMs)
+	case l.HTTPIdleTimeoutMs < MinHTTPIdleTimeoutMs || l.HTTPIdleTimeoutMs > MaxHTTPIdleTimeoutMs:
+		return fmt.Errorf("limits.http_idle_timeout_ms: must be between %d and %d", MinHTTPIdleTimeoutMs, MaxHTTPIdleTimeoutMs)
+	case l.AuthFailureBurst > MaxAuthFailureBurst:
+		return fmt.Errorf("limits.auth_failure_burst: at most %d", MaxAuthFailureBurst)
+	case l.AuthFailuresPerMinute > MaxAuthFailuresPerMinute:
+		return fmt.Errorf("limits.auth_failures_per_minute: at most %d", MaxAuthFailuresPerMinute)
 	}
 	return nil
 }
@@ -255,6 +329,10 @@ func (c *Controller) String() string {
 	fmt.Fprintf(&b, "\n[tls]\ncert_file = %q\nkey_file = %q\n", c.TLS.CertFile, c.TLS.KeyFile)
 	fmt.Fprintf(&b, "\n[limits]\nrequests_per_second = %g\nburst = %d\nmax_inflight = %d\n",
 		c.Limits.RequestsPerSecond, c.Limits.Burst, c.Limits.MaxInflight)
+	fmt.Fprintf(&b, "max_unauthenticated = %d\nmax_unauthenticated_per_address = %d\nhandshake_timeout_ms = %d\n"+
+		"http_idle_timeout_ms = %d\nauth_failure_burst = %d\nauth_failures_per_minute = %g\n",
+		c.Limits.MaxUnauthenticated, c.Limits.MaxUnauthenticatedPerAddress, c.Limits.HandshakeTimeoutMs,
+		c.Limits.HTTPIdleTimeoutMs, c.Limits.AuthFailureBurst, c.Limits.AuthFailuresPerMinute)
 	for _, o := range c.Operators {
 		scopes := append([]string(nil), o.Scopes...)
 		sort.Strings(scopes)

@@ -60,6 +60,22 @@ func TestControllerPolicyDefaults(t *testing.T) {
 	if c.MaxPayload != 1<<20 || c.Limits.MaxInflight != DefaultMaxInflight || c.Limits.RequestsPerSecond != 0 {
 		t.Fatalf("defaults: %+v", c)
 	}
+	want := ControllerLimits{MaxInflight: DefaultMaxInflight, MaxUnauthenticated: 256, MaxUnauthenticatedPerAddress: 32,
+		HandshakeTimeoutMs: 10000, HTTPIdleTimeoutMs: 30000, AuthFailureBurst: 10, AuthFailuresPerMinute: 30}
+	if c.Limits != want {
+		t.Fatalf("limits defaults: %+v, want %+v", c.Limits, want)
+	}
+	for _, line := range []string{"max_unauthenticated = 256", "max_unauthenticated_per_address = 32", "handshake_timeout_ms = 10000",
+		"http_idle_timeout_ms = 30000", "auth_failure_burst = 10", "auth_failures_per_minute = 30"} {
+		if !strings.Contains(c.String(), line+"\n") {
+			t.Fatalf("effective policy lacks %q:\n%s", line, c.String())
+		}
+	}
+	// A cap below the per-address default lowers that default with it.
+	c, err = ParseController([]byte("[limits]\nmax_unauthenticated = 8\n"))
+	if err != nil || c.Limits.MaxUnauthenticatedPerAddress != 8 {
+		t.Fatalf("per-address default under a cap of 8: %v %+v", err, c)
+	}
 }
 
 func TestControllerPolicyErrors(t *testing.T) {
@@ -86,6 +102,23 @@ func TestControllerPolicyErrors(t *testing.T) {
 		{"dup node name", "[[node_tokens]]\nname = \"W\"\ntoken_env = \"X\"\n[[node_tokens]]\nname = \" w \"\ntoken_env = \"Y\"\n", "duplicate"},
 		{"empty node name", "[[node_tokens]]\nname = \"  \"\ntoken_env = \"X\"\n", "name"},
 		{"negative limit", "[limits]\nburst = -1\n", "negative"},
+		{"negative conn limit", "[limits]\nauth_failures_per_minute = -1.0\n", "negative"},
+		{"unauth at max", "[limits]\nmax_unauthenticated = 65536\n", ""},
+		{"unauth above max", "[limits]\nmax_unauthenticated = 65537\n", "max_unauthenticated"},
+		{"per address at cap", "[limits]\nmax_unauthenticated = 64\nmax_unauthenticated_per_address = 64\n", ""},
+		{"per address above cap", "[limits]\nmax_unauthenticated = 64\nmax_unauthenticated_per_address = 65\n", "max_unauthenticated_per_address"},
+		{"handshake below min", "[limits]\nhandshake_timeout_ms = 99\n", "handshake_timeout_ms"},
+		{"handshake at min", "[limits]\nhandshake_timeout_ms = 100\n", ""},
+		{"handshake at max", "[limits]\nhandshake_timeout_ms = 60000\n", ""},
+		{"handshake above max", "[limits]\nhandshake_timeout_ms = 60001\n", "handshake_timeout_ms"},
+		{"idle below min", "[limits]\nhttp_idle_timeout_ms = 99\n", "http_idle_timeout_ms"},
+		{"idle at min", "[limits]\nhttp_idle_timeout_ms = 100\n", ""},
+		{"idle at max", "[limits]\nhttp_idle_timeout_ms = 600000\n", ""},
+		{"idle above max", "[limits]\nhttp_idle_timeout_ms = 600001\n", "http_idle_timeout_ms"},
+		{"auth burst at max", "[limits]\nauth_failure_burst = 10000\n", ""},
+		{"auth burst above max", "[limits]\nauth_failure_burst = 10001\n", "auth_failure_burst"},
+		{"auth rate at max", "[limits]\nauth_failures_per_minute = 60000.0\n", ""},
+		{"auth rate above max", "[limits]\nauth_failures_per_minute = 60000.5\n", "auth_failures_per_minute"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

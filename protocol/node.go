@@ -42,6 +42,9 @@ const (
 	DomainBinaryFrame = "binary_frame"
 	// DomainTooManyInflight: the connection already has the most requests in flight.
 	DomainTooManyInflight = "too_many_inflight"
+	// DomainAuthRateLimited: connect was refused unread because the peer's
+	// address has failed authentication too often; retry later.
+	DomainAuthRateLimited = "auth_rate_limited"
 )
 
 // Node identity kinds reported by node.list / node.describe.

@@ -137,6 +137,14 @@ func (c *Conn) SendRaw(data []byte) error {
 // Close closes the socket.
 func (c *Conn) Close() { c.ws.Close() }
 
+// CloseWith sends a close frame with code and reason, then closes the socket.
+func (c *Conn) CloseWith(code int, reason string) {
+	c.wmu.Lock()
+	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(5*time.Second))
+	c.wmu.Unlock()
+	c.ws.Close()
+}
+
 func (c *Conn) write(v any) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

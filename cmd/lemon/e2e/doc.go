@@ -21,6 +21,12 @@
 //     repeated set writes nothing; a canary name and value reach no log and
 //     no file except the vault, and the vault holds neither in clear, hex
 //     or base64.
+//   - TestConnectionFloodLowFDLimit: `lemon controller` with RLIMIT_NOFILE
+//     1024 takes 2,000 idle keep-alive /healthz sockets and then 2,000
+//     WebSocket upgrades that never connect; it holds no more than its
+//     unauthenticated caps, an operator keeps working throughout, and the
+//     descriptor count returns to baseline once the idle and handshake
+//     timeouts pass (issue 9).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:
