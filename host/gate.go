@@ -146,12 +146,18 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 		g.record(inv, hc.Name, "capability_denied", 0)
 		return nil, errForbiddenCap
 	}
-	// Rate limits admit work, they never interrupt it: once an effect of
-	// this invocation has succeeded, its later host calls (collecting a
-	// receipt, finishing what was begun) are neither charged nor refused,
-	// so a limit cannot turn a done effect into a "nothing was done".
-	if !inv.applied() && !g.allow(module, hc.Name) {
+	// Rate limits never turn a done effect into "nothing was done"
+	// (docs/POLICY.md, "Rate limits"). Once an effect of this invocation
+	// has succeeded, its later non-effect host calls (collecting a
+	// receipt, reading back what was written) are neither charged nor
+	// refused; a further effect is still charged, and its refusal says
+	// the earlier effect stands.
+	if applied := inv.applied(); (!applied || hc.Effect()) && !g.allow(module, hc.Name) {
 		g.record(inv, hc.Name, "rate_limited", 0)
+		if applied {
+			return nil, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,
+				"host-call rate limit reached after this request's first effect").WithRetry(false, true)
+		}
 		return nil, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,
 			"host-call rate limit reached; nothing was done").WithRetry(true, false)
 	}

@@ -48,6 +48,30 @@ func TestRateLimitStopsAtFirstEffect(t *testing.T) {
 	}
 }
 
+// After the first effect a further effect is still charged: with one
+// token, test.writewrite's second write is refused, and the refusal says
+// the first write stands (retrySafe:false, mutationMayHaveApplied:true).
+func TestRateLimitAfterEffectIsTruthful(t *testing.T) {
+	f := newFixture(t, host.Config{RateRules: []host.RateRule{{Module: "testmod", PerSecond: 0.001, Burst: 1}}})
+	_, perr := f.invoke(t, "test.writewrite", `{}`)
+	if perr == nil || perr.Code != protocol.CodeRateLimited {
+		t.Fatalf("writewrite with one token: %v, want RATE_LIMITED", perr)
+	}
+	if retry, applied := flags(t, "writewrite", perr); retry || !applied {
+		t.Fatalf("refused after an effect: retrySafe %v mutationMayHaveApplied %v, want false true", retry, applied)
+	}
+	if _, w := f.counts(); w != 1 {
+		t.Fatalf("writes %d, want 1 (the first write ran, the second was refused)", w)
+	}
+	g := newFixture(t, host.Config{RateRules: []host.RateRule{{Module: "testmod", PerSecond: 0.001, Burst: 2}}})
+	if _, perr := g.invoke(t, "test.writewrite", `{}`); perr != nil {
+		t.Fatalf("writewrite with two tokens: %v", perr)
+	}
+	if _, w := g.counts(); w != 2 {
+		t.Fatalf("writes %d, want 2", w)
+	}
+}
+
 // Every matching bucket applies, whatever the order of the rules, and a
 // call one bucket refuses charges none: test.ping matches both rules,
 // test.write only the catch-all.

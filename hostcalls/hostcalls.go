@@ -40,7 +40,8 @@ const (
 
 // Effect reports whether the call is declared as an effect on node state
 // (Audit is AuditMutation). Once such a call has succeeded in an
-// invocation, the gate no longer rate-limits that invocation's host calls
+// invocation, the gate no longer rate-limits that invocation's non-effect
+// host calls, refuses a further effect with mutationMayHaveApplied:true,
 // and every error the invocation ends with says mutationMayHaveApplied:
 // true (docs/POLICY.md, "Rate limits").
 func (h *HostCall) Effect() bool { return h.Audit == AuditMutation }

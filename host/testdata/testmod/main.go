@@ -41,18 +41,20 @@ func init() {
 			{Name: "test.relayblob", Version: 1, Capability: "hostinfo"},
 			{Name: "test.writeping", Version: 1, Capability: "write"},
 			{Name: "test.writefail", Version: 1, Capability: "write"},
+			{Name: "test.writewrite", Version: 1, Capability: "write"},
 		},
 	}, map[string]sdk.Handler{
-		"test.ping":      ping,
-		"test.echo":      echo,
-		"test.trap":      trap,
-		"test.wait":      wait,
-		"test.write":     write,
-		"test.spin":      spin,
-		"test.relay":     relay,
-		"test.relayblob": relayBlob,
-		"test.writeping": writePing,
-		"test.writefail": writeFail,
+		"test.ping":       ping,
+		"test.echo":       echo,
+		"test.trap":       trap,
+		"test.wait":       wait,
+		"test.write":      write,
+		"test.spin":       spin,
+		"test.relay":      relay,
+		"test.relayblob":  relayBlob,
+		"test.writeping":  writePing,
+		"test.writefail":  writeFail,
+		"test.writewrite": writeWrite,
 	})
 }
 
@@ -146,6 +148,16 @@ func writePing(req *sdk.Request) (*sdk.Result, error) {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
+}
+
+// writeWrite makes two effects, one after the other.
+func writeWrite(req *sdk.Request) (*sdk.Result, error) {
+	for range 2 {
+		if err := sdk.Call(testWrite, nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return &sdk.Result{Payload: json.RawMessage(`{}`)}, nil
 }
 
 // writeFail makes an effect, then fails with an error that claims nothing
