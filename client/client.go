@@ -1,5 +1,5 @@
 // Package client is the Go client of the controller's /ws protocol
-// (DESIGN §2). One Conn is one WebSocket: Dial performs the connect /
+// (docs/PROTOCOL.md). One Conn is one WebSocket: Dial performs the connect /
 // hello-ok handshake, then a single reader goroutine routes responses to
 // their callers by request id and events to Options.OnEvent, and a single
 // writer goroutine owns every write (frames, pings, the close frame), so

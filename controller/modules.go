@@ -13,7 +13,7 @@ import (
 )
 
 // ModuleSet is the version-pinned module set the controller serves to
-// nodes (DESIGN §8): the manifest, its digest, and each module's bytes,
+// nodes (docs/PROTOCOL.md, "Module set"): the manifest, its digest, and each module's bytes,
 // verified against the manifest when built.
 type ModuleSet struct {
 	manifestJSON []byte

@@ -95,7 +95,7 @@ func (c *conn) abandon() {
 
 // routeNodeMethod validates params against spec, resolves and pins the
 // node, delivers node.invoke.request and answers the caller with the
-// node's result (DESIGN §2). Scope was checked by the caller.
+// node's result (docs/PROTOCOL.md). Scope was checked by the caller.
 func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.RawMessage) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		params = json.RawMessage("{}")

@@ -1,4 +1,4 @@
-// Package controller is the control plane's /ws server (DESIGN §1–§3, §8):
+// Package controller is the control plane's /ws server (docs/PROTOCOL.md):
 // the connect/hello-ok handshake, operator authentication and scopes, the
 // node registry (online/offline, durable node IDs, unique trimmed names),
 // routing of node methods to the node's pinned live connection as

@@ -34,7 +34,7 @@ func (r RateRule) Matches(module, hostcall string) bool {
 	return (r.Module == "" || r.Module == module) && (r.HostCall == "" || r.HostCall == hostcall)
 }
 
-// Gate is the single checkpoint every host call passes (DESIGN §5): the
+// Gate is the single checkpoint every host call passes (docs/ABI.md): the
 // capability check, the rate limit, the call under the request deadline,
 // then telemetry (counters, latency and a content-free audit event).
 type Gate struct {

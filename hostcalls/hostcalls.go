@@ -80,7 +80,7 @@ type Call interface {
 	// PutBlob stores bytes as a new invocation blob and returns its id. The
 	// guest can name it in later host calls or in its result.
 	PutBlob(b []byte) uint32
-	// Await registers an operation the guest may suspend on (DESIGN §4: a
+	// Await registers an operation the guest may suspend on (docs/ABI.md: a
 	// long wait must not pin an instance). done closes when it completes.
 	Await(done <-chan struct{}) uint32
 }

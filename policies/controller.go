@@ -10,7 +10,7 @@ import (
 	"lemon/protocol"
 )
 
-// Controller is the controller policy (DESIGN §7), decoded strictly from
+// Controller is the controller policy (docs/POLICY.md), decoded strictly from
 // TOML. Example:
 //
 //	listen = "127.0.0.1:7777"

@@ -1,6 +1,6 @@
 // Package policies holds the operators' TOML policies (worker and
 // controller), their strict decoding, and the restriction (intersection)
-// semantics of spec/execution-policy.md.
+// semantics of docs/POLICY.md.
 package policies
 
 import (

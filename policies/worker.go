@@ -11,7 +11,7 @@ import (
 )
 
 // Spec limits a worker policy may lower but never raise
-// (spec "Native processes", DESIGN §7).
+// (docs/PROCESS.md, docs/POLICY.md).
 const (
 	SpecMaxActiveProcesses  = 16
 	SpecMaxRetainedReceipts = 1000

@@ -5,5 +5,5 @@
 //
 // The package depends on the standard library only, so guest modules built
 // for wasip1 can import it and validate parameters with the same code the
-// controller uses (DESIGN §2).
+// controller uses (docs/PROTOCOL.md).
 package protocol

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Protocol error codes (DESIGN §2). A response's error.code is always one of these.
+// Protocol error codes (docs/PROTOCOL.md). A response's error.code is always one of these.
 const (
 	CodeInvalidRequest    = "INVALID_REQUEST"
 	CodeInvalidParams     = "INVALID_PARAMS"

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// Frame types (DESIGN §2). Every WebSocket text frame is one JSON object.
+// Frame types (docs/PROTOCOL.md). Every WebSocket text frame is one JSON object.
 const (
 	FrameReq     = "req"
 	FrameRes     = "res"

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// Default limits (DESIGN §2).
+// Default limits (docs/PROTOCOL.md).
 const (
 	// DefaultMaxPayload is the largest frame, in bytes, a peer accepts by default.
 	DefaultMaxPayload = 1 << 20
@@ -71,7 +71,7 @@ var (
 // anything else (bad syntax, truncation, empty input, a second top-level
 // value). Invalid UTF-8 inside strings is accepted, as json.Valid does.
 // Callers branch on ErrTooDeep and ErrTooManyItems (domain code
-// json_limits_exceeded, DESIGN §2); every other refusal is malformed JSON.
+// json_limits_exceeded, docs/PROTOCOL.md); every other refusal is malformed JSON.
 func CheckJSONLimits(data []byte) error {
 	return checkLimits(data, MaxJSONDepth, MaxJSONItems)
 }

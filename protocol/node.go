@@ -3,7 +3,7 @@ package protocol
 import "encoding/json"
 
 // Controller methods and events of the node registry, routing and module-set
-// serving (DESIGN §2, §8). Node methods themselves (node.host.info,
+// serving (docs/PROTOCOL.md). Node methods themselves (node.host.info,
 // node.fs.*, ...) are registered by their families through RegisterMethod.
 const (
 	// MethodConnect is the handshake request; it must be a connection's first request.

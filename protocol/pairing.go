@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// Pairing and durable node identity (DESIGN §3, spec "Joining a Named
-// Execution Node").
+// Pairing and durable node identity (docs/PROTOCOL.md,
+// "Pairing and durable node identity").
 //
 // Flow, as a worker runs it on an operator connection (connect with role
 // "operator", the joining host's operator token, scope operator.pairing):

@@ -2,7 +2,7 @@ package protocol
 
 import "strings"
 
-// Operator scopes (DESIGN §2).
+// Operator scopes (docs/PROTOCOL.md).
 const (
 	ScopeRead      = "operator.read"
 	ScopeWrite     = "operator.write"

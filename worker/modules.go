@@ -15,7 +15,7 @@ import (
 	"lemon/protocol"
 )
 
-// ModuleSet is a verified, version-pinned module set (DESIGN §8) as the
+// ModuleSet is a verified, version-pinned module set (docs/PROTOCOL.md, "Module set") as the
 // controller serves it: the manifest as received, its digest, and each
 // module's bytes (keyed by family) already checked against the manifest's
 // sha256 and size.

@@ -18,8 +18,8 @@ import (
 	"lemon/protocol"
 )
 
-// PairConfig configures Pair (spec "Joining a Named Execution Node",
-// DESIGN §3, protocol/pairing.go for the message flow).
+// PairConfig configures Pair (docs/PROTOCOL.md, "Pairing and durable node
+// identity"; protocol/pairing.go has the message flow).
 type PairConfig struct {
 	ControllerURL           string
 	AllowInsecureController bool

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Token store (spec "Joining a Named Execution Node", DESIGN §3): one
+// Token store (docs/PROTOCOL.md, "Pairing and durable node identity"): one
 // file per durable node ID, ~/.lemon/nodes/execution/node-<sha256(nodeId)>.json,
 // directory mode 0700, file mode 0600, written atomically. A record is
 // bound to the exact controller URL it was paired with: a lookup with a

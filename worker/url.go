@@ -11,7 +11,7 @@ import (
 // loopback without the explicit opt-in.
 var ErrInsecureController = errors.New("worker: plaintext ws:// is allowed only to a loopback controller; use wss:// or --allow-insecure-controller (LEMON_NODE_ALLOW_INSECURE_CONTROLLER=true)")
 
-// CheckControllerURL validates a controller URL (DESIGN §3): the scheme
+// CheckControllerURL validates a controller URL (docs/PROTOCOL.md, "Transport"): the scheme
 // is wss, or ws to a loopback host (localhost, 127.0.0.0/8, ::1), or ws
 // anywhere when allowInsecure is set. It never echoes the URL, which may
 // carry credentials.

@@ -24,7 +24,7 @@ const Version = "0.1.0"
 type Config struct {
 	// ControllerURL is the controller's /ws endpoint, ws:// or wss://.
 	// ws:// to a host that is not loopback is refused unless
-	// AllowInsecureController (DESIGN §3).
+	// AllowInsecureController (docs/PROTOCOL.md, "Transport").
 	ControllerURL           string
 	AllowInsecureController bool
 	// Name is advertised in connect (node.name). With a paired session the
@@ -40,8 +40,8 @@ type Config struct {
 	// Dispatcher serves methods. It may be nil when LoadModules is set:
 	// the node then advertises no methods until it has the module set.
 	Dispatcher Dispatcher
-	// ModuleCacheDir caches the controller's pinned module set (DESIGN
-	// §8); with LoadModules set, the worker fetches what the cache lacks,
+	// ModuleCacheDir caches the controller's pinned module set
+	// (docs/PROTOCOL.md, "Module set"); with LoadModules set, the worker fetches what the cache lacks,
 	// verifies it and builds a new Dispatcher from it.
 	ModuleCacheDir string
 	LoadModules    func(ctx context.Context, set *ModuleSet) (Dispatcher, error)

@@ -1,6 +1,6 @@
 // Package fakecontrol is a small in-process stand-in for the controller's
 // /ws endpoint, for tests of the client and the node worker (after
-// Tailscale's testcontrol). It speaks the real frames of DESIGN §2:
+// Tailscale's testcontrol). It speaks the real frames of docs/PROTOCOL.md:
 // connect with a token check, hello-ok with policy.maxPayload and an
 // optional pinned module set, responses, and events with per-connection
 // seq. Tests drive node connections directly (SendEvent) and see what

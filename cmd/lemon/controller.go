@@ -82,7 +82,7 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	cfg.Version = version.Version
 	cfg.SessionTTL = *sessionTTL
 	if cfg.ModuleSet == nil {
-		// DESIGN §8: nodes serve only what the controller pins. Without a
+		// docs/PROTOCOL.md, "Module set": nodes serve only what the controller pins. Without a
 		// module_set in the policy the controller pins the set built into
 		// this binary.
 		m, mods, err := defaultset.Load()

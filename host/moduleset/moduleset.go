@@ -1,5 +1,5 @@
 // Package moduleset reads and verifies a version-pinned module set
-// (DESIGN §8): a manifest of {family, version, sha256, size, methods}
+// (docs/PROTOCOL.md, "Module set"): a manifest of {family, version, sha256, size, methods}
 // plus the module bytes, as build.sh writes it into a directory.
 package moduleset
 

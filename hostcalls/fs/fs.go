@@ -1,5 +1,5 @@
 // Package fs is the host side of the node.fs.* family (spec "Destination
-// policy and configuration" and "File operations"; DESIGN §6): allowed
+// policy and configuration" and "File operations"; docs/ABI.md): allowed
 // roots pinned as directory descriptors, a walker that resolves paths one
 // component at a time from those descriptors, and every file effect the fs
 // module may ask for, exported as one table of host calls.

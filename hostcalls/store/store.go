@@ -1,4 +1,4 @@
-// Package store is the node's durable key-value store (DESIGN §6 "store"):
+// Package store is the node's durable key-value store (docs/ABI.md):
 // one bbolt file, one bucket per namespace, every write transaction
 // committed with fsync before it returns. It serves two kinds of user:
 //

@@ -1,5 +1,5 @@
 // Package sysinfo is the host-call family behind node.host.info: real
-// measurements of the node taken from /proc, statfs and uname (DESIGN §6,
+// measurements of the node taken from /proc, statfs and uname (docs/ABI.md,
 // spec "Host information"). A measurement that fails is an UNAVAILABLE
 // error, never a zero.
 package sysinfo

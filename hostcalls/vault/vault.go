@@ -1,7 +1,7 @@
 // Package vault is the node's write-only encrypted secret store and the
 // host calls of the secrets family (spec: execution-node-methods.md,
 // "Write-only encrypted secrets" and "Reconciling a secret installation";
-// DESIGN §6).
+// docs/ABI.md).
 //
 // Storage: one bbolt file, <Dir>/vault.db (mode 0600), whose every commit
 // is fsync'd, so a crash leaves either the state before or after a write.

@@ -52,7 +52,7 @@ func lemonInvoke(ptr, size uint32) uint64 {
 	}
 	lastResult = invoke(in)
 	// Let the Go scheduler run the GC and finalizers between calls; a
-	// reactor otherwise never yields (DESIGN §4).
+	// reactor otherwise never yields (docs/ABI.md).
 	runtime.Gosched()
 	return pack(lastResult)
 }

@@ -1,6 +1,6 @@
 // Package pairinge2e holds end-to-end tests of node pairing and durable
-// node identity (issue 6; DESIGN §3; spec "Joining a Named Execution
-// Node"; docs/PROTOCOL.md "Pairing and durable node identity") run
+// node identity (issue 6; docs/PROTOCOL.md, "Pairing and durable node
+// identity") run
 // against the real binary: TestMain builds bin/lemon once, and every test
 // starts `lemon controller`, `lemon node join`, `lemon nodes` and
 // `lemon call` as subprocesses with HOME set to a temporary directory, on
