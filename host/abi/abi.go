@@ -23,13 +23,26 @@ type Manifest struct {
 	Methods      []MethodSpec `json:"methods"`
 }
 
-// MethodSpec declares one method a module serves, the capability it
-// needs, and the request fields the host turns into blobs.
+// MethodSpec declares one method a module serves: the single declaration
+// routing, validation, scopes and retry classes derive from
+// (docs/PLUGINS.md, "Declaring a method").
+//   - Capability is what the node's ceiling must allow.
+//   - Scope is the operator scope a caller needs: protocol.ScopeRead,
+//     ScopeWrite or ScopeAdmin; "" means ScopeAdmin.
+//   - Retry is protocol.RetryRead or RetryMutation; "" means RetryMutation.
+//   - Params is the params schema; nil accepts any JSON object (only the
+//     protocol's size, depth and item limits apply).
+//   - InputBlobs are the request fields the host turns into blobs.
+//   - DeadlineMs is the broker deadline in ms; 0 means the protocol default.
 type MethodSpec struct {
 	Name       string              `json:"name"`
 	Version    int                 `json:"version"`
 	Capability string              `json:"capability"`
+	Scope      string              `json:"scope,omitempty"`
+	Retry      string              `json:"retry,omitempty"`
+	Params     *protocol.Schema    `json:"params,omitempty"`
 	InputBlobs map[string]BlobSpec `json:"inputBlobs,omitempty"`
+	DeadlineMs int                 `json:"deadlineMs,omitempty"`
 }
 
 // BlobSpec: Encoding "base64" (strict standard base64) or "string" (the

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"lemon/host/abi"
 	"os"
 	"path"
 	"sort"
@@ -33,11 +34,10 @@ const (
 // ErrSetBounds is wrapped by CheckBounds errors.
 var ErrSetBounds = errors.New("set is beyond the bounds a node accepts")
 
-// Method is a method a module serves and its version.
-type Method struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
-}
+// Method is one method a module serves, as its manifest declares it
+// (name, version, capability, scope, retry class, params schema, blobs,
+// deadline): the pinned set carries every declaration to the controller.
+type Method = abi.MethodSpec
 
 // Module is one pinned module: File is its name inside the set directory,
 // SHA256 the lowercase hex digest of its bytes, Size in bytes.

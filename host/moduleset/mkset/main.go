@@ -48,9 +48,7 @@ func run(dir string) error {
 		sum := sha256.Sum256(b)
 		mod := moduleset.Module{Family: man.Family, Version: man.Version, SHA256: hex.EncodeToString(sum[:]),
 			Size: int64(len(b)), File: filepath.Base(f)}
-		for _, ms := range man.Methods {
-			mod.Methods = append(mod.Methods, moduleset.Method{Name: ms.Name, Version: ms.Version})
-		}
+		mod.Methods = append(mod.Methods, man.Methods...)
 		m.Modules = append(m.Modules, mod)
 	}
 	if err := m.Validate(); err != nil {
