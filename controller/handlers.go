@@ -17,12 +17,17 @@ var controllerMethods = map[string]string{
 	protocol.MethodNodeDescribe:     protocol.ScopeRead,
 	protocol.MethodNodeInvoke:       protocol.ScopeAdmin,
 	protocol.MethodNodeRename:       protocol.ScopeWrite,
+	protocol.MethodModulesStatus:    protocol.ScopeRead,
 	protocol.MethodPairRequest:      protocol.ScopePairing,
 	protocol.MethodPairApprove:      protocol.ScopeApprovals,
 	protocol.MethodPairReject:       protocol.ScopeApprovals,
 	protocol.MethodPairList:         protocol.ScopeApprovals,
 	protocol.MethodConnectChallenge: protocol.ScopePairing,
 }
+
+// statusOverhead is kept free in a node.modules.status response for the
+// frame envelope around the payload.
+const statusOverhead = 1024
 
 // nodeOnlyMethods are requests only a node session may send.
 var nodeOnlyMethods = map[string]bool{
@@ -83,6 +88,17 @@ func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) 
 			c.respond(id, d)
 		case protocol.MethodNodeInvoke:
 			c.genericInvoke(id, params)
+		case protocol.MethodModulesStatus:
+			var p protocol.ModulesStatusParams
+			if e := protocol.DecodeParams(params, &p); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			limit := c.s.cfg.MaxPayload
+			if c.peerMax > 0 {
+				limit = min(limit, c.peerMax)
+			}
+			c.respond(id, c.s.reg.modulesStatus(limit-statusOverhead))
 		default:
 			c.handlePairing(id, method, params)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 
 	"lemon/host/moduleset"
 	"lemon/protocol"
@@ -19,6 +20,10 @@ type ModuleSet struct {
 	manifestJSON []byte
 	digest       string
 	bySHA        map[string][]byte
+	manifest     moduleset.Manifest
+	// methodsBySHA lists the methods each module declares, keyed by the
+	// module's sha256, to answer module_refused for a node's refusals.
+	methodsBySHA map[string][]string
 }
 
 // NewModuleSet pins a manifest and the bytes of its modules (keyed by
@@ -34,7 +39,7 @@ func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*Modul
 	if err := m.CheckBounds(); err != nil {
 		return nil, err
 	}
-	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}}
+	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}, manifest: m, methodsBySHA: map[string][]string{}}
 	for _, mod := range m.Modules {
 		b, ok := bytesByFamily[mod.Family]
 		if !ok {
@@ -44,6 +49,9 @@ func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*Modul
 			return nil, err
 		}
 		ms.bySHA[mod.SHA256] = b
+		for _, meth := range mod.Methods {
+			ms.methodsBySHA[mod.SHA256] = append(ms.methodsBySHA[mod.SHA256], meth.Name)
+		}
 	}
 	mj, err := json.Marshal(m)
 	if err != nil {
@@ -68,6 +76,19 @@ func LoadModuleSetDir(dir string) (*ModuleSet, error) { return LoadModuleSet(os.
 
 // Digest is the set digest (moduleset.Manifest.Digest) sent in a node's hello-ok.
 func (m *ModuleSet) Digest() string { return m.digest }
+
+// Pinned describes the set for node.modules.status: digest, and each
+// module's family, version, sha256, size and declared method names.
+func (m *ModuleSet) Pinned() *protocol.PinnedSet {
+	out := &protocol.PinnedSet{Digest: m.digest, Modules: make([]protocol.PinnedModule, 0, len(m.manifest.Modules))}
+	for _, mod := range m.manifest.Modules {
+		names := append([]string{}, m.methodsBySHA[mod.SHA256]...)
+		sort.Strings(names)
+		out.Modules = append(out.Modules, protocol.PinnedModule{Family: mod.Family, Version: mod.Version,
+			SHA256: mod.SHA256, Size: mod.Size, Methods: names})
+	}
+	return out
+}
 
 // fetchOverhead is reserved in a fetch response for the frame envelope.
 const fetchOverhead = 1024

@@ -44,6 +44,8 @@ type nodeRecord struct {
 	MaxPayload      int                     `json:"maxPayload,omitempty"`
 	Capabilities    []string                `json:"capabilities,omitempty"`
 	Client          *protocol.ConnectClient `json:"client,omitempty"`
+	// Modules is the last connection's per-module status.
+	Modules []protocol.ModuleStatus `json:"modules,omitempty"`
 	// WriteSeq is the store's write stamp of this stored copy (set by the
 	// store, see store.seq); a flush never replaces a higher one.
 	WriteSeq uint64 `json:"writeSeq,omitempty"`
@@ -55,7 +57,13 @@ type nodeEntry struct {
 	live          *conn
 	liveGen       uint64
 	connectedAtMs int64
+	// refused maps each method of a module the live connection reported
+	// refused (its pinned declarations) to that module's family and reason;
+	// a call to one answers module_refused without a round trip.
+	refused map[string]refusedModule
 }
+
+type refusedModule struct{ family, reason string }
 
 // registry holds nodes, sessions and pairings. Node creation, renames,
 // pairings and sessions are written through to the store under mu before
@@ -230,6 +238,8 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 	e.rec.ModuleSetDigest = adv.ModuleSetDigest
 	e.rec.MaxPayload = c.peerMax
 	e.rec.Capabilities = adv.Capabilities
+	e.rec.Modules = adv.Modules
+	e.refused = r.refusedMethods(adv.Modules)
 	cl := client
 	e.rec.Client = &cl
 	e.rec.LastSeenAtMs = now
@@ -241,6 +251,74 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 	old := e.live
 	e.live, e.liveGen, e.connectedAtMs = c, a.generation, now
 	return old, nil
+}
+
+// refusedMethods maps the methods the pinned set declares for each
+// refused module (matched by sha256) to its family and reason. A node
+// running another set than the pinned one matches nothing.
+func (r *registry) refusedMethods(st []protocol.ModuleStatus) map[string]refusedModule {
+	ms := r.s.modules
+	if ms == nil {
+		return nil
+	}
+	var out map[string]refusedModule
+	for _, m := range st {
+		if m.State != protocol.ModuleRefused {
+			continue
+		}
+		for _, name := range ms.methodsBySHA[m.SHA256] {
+			if out == nil {
+				out = map[string]refusedModule{}
+			}
+			out[name] = refusedModule{family: m.Family, reason: m.Reason}
+		}
+	}
+	return out
+}
+
+// modulesStatus answers node.modules.status from the registry: the
+// pinned set and each node's reported state, sorted by name, cut so the
+// marshalled nodes stay within budget bytes.
+func (r *registry) modulesStatus(budget int) protocol.ModulesStatusResult {
+	out := protocol.ModulesStatusResult{Nodes: []protocol.NodeModules{}}
+	pinned := ""
+	if ms := r.s.modules; ms != nil {
+		out.Pinned = ms.Pinned()
+		pinned = out.Pinned.Digest
+		if b, err := json.Marshal(out.Pinned); err == nil {
+			budget -= len(b)
+		}
+	}
+	r.mu.Lock()
+	nodes := make([]protocol.NodeModules, 0, len(r.nodes))
+	for _, e := range r.nodes {
+		nm := protocol.NodeModules{NodeID: e.rec.ID, Name: e.rec.Name, Online: e.live != nil,
+			ModuleSetDigest: e.rec.ModuleSetDigest, Refused: []protocol.ModuleStatus{}}
+		nm.Current = pinned != "" && nm.ModuleSetDigest == pinned
+		for _, m := range e.rec.Modules {
+			if m.State == protocol.ModuleRefused {
+				nm.Refused = append(nm.Refused, m)
+			}
+		}
+		nodes = append(nodes, nm)
+	}
+	r.mu.Unlock()
+	sort.Slice(nodes, func(i, j int) bool {
+		a, b := nameKey(nodes[i].Name), nameKey(nodes[j].Name)
+		if a != b {
+			return a < b
+		}
+		return nodes[i].NodeID < nodes[j].NodeID
+	})
+	for _, nm := range nodes {
+		b, _ := json.Marshal(nm)
+		if budget -= len(b) + 1; budget < 0 {
+			out.Truncated = true
+			break
+		}
+		out.Nodes = append(out.Nodes, nm)
+	}
+	return out
 }
 
 // detach marks the node offline if c is still its live connection.
@@ -309,6 +387,10 @@ func (r *registry) pin(nodeID string, spec protocol.MethodSpec) (*conn, uint64, 
 			"the node is offline").WithRetry(true, false)
 	}
 	if v, ok := e.rec.Methods[spec.Name]; !ok || v != spec.Version {
+		if rm, refused := e.refused[spec.Name]; refused && !ok {
+			return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleRefused,
+				"module "+rm.family+" was refused by the node: "+rm.reason).WithRetry(true, false)
+		}
 		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable,
 			"the node does not serve this method at the required version").WithRetry(true, false)
 	}
@@ -366,6 +448,7 @@ func (r *registry) describe(nodeID string) (protocol.NodeDescription, *protocol.
 		MaxPayload:      e.rec.MaxPayload,
 		Capabilities:    e.rec.Capabilities,
 		Client:          e.rec.Client,
+		Modules:         e.rec.Modules,
 	}
 	if d.Methods == nil {
 		d.Methods = map[string]int{}
@@ -464,6 +547,9 @@ func validateAdvertise(adv *protocol.NodeAdvertise) *protocol.Error {
 	if adv.MaxPayload < 0 || (adv.MaxPayload > 0 && adv.MaxPayload < 1024) {
 		return protocol.InvalidParams("node.maxPayload", "node.maxPayload must be at least 1024 bytes")
 	}
+	if e := validateModuleStatuses(adv.Modules); e != nil {
+		return e
+	}
 	if len(adv.Capabilities) > 64 {
 		return protocol.InvalidParams("node.capabilities", "too many capabilities")
 	}
@@ -473,4 +559,38 @@ func validateAdvertise(adv *protocol.NodeAdvertise) *protocol.Error {
 		}
 	}
 	return nil
+}
+
+// validateModuleStatuses bounds a node's per-module report: at most
+// protocol.MaxAdvertisedModules entries; family and version short and
+// printable, sha256 64 lowercase hex digits, state loaded or refused, a
+// reason of at most protocol.MaxModuleReasonBytes printable bytes and
+// only on a refused module.
+func validateModuleStatuses(st []protocol.ModuleStatus) *protocol.Error {
+	if len(st) > protocol.MaxAdvertisedModules {
+		return protocol.InvalidParams("node.modules", "too many module statuses")
+	}
+	for _, m := range st {
+		bad := m.Family == "" || len(m.Family) > 64 || !printable(m.Family) ||
+			len(m.Version) > 64 || !printable(m.Version) || !isHex64(m.SHA256) ||
+			(m.State != protocol.ModuleLoaded && m.State != protocol.ModuleRefused) ||
+			len(m.Reason) > protocol.MaxModuleReasonBytes || !printable(m.Reason) ||
+			(m.State == protocol.ModuleLoaded && m.Reason != "")
+		if bad {
+			return protocol.InvalidParams("node.modules", "malformed module status")
+		}
+	}
+	return nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -38,9 +38,10 @@ func (r RateRule) Matches(module, hostcall string) bool {
 // capability check, the rate limit, the call under the request deadline,
 // then telemetry (counters, latency and a content-free audit event).
 type Gate struct {
-	ceiling map[string]bool
-	rules   []RateRule
-	logger  *slog.Logger
+	ceiling    map[string]bool
+	ceilingAll bool // the ceiling is hostcalls.CapAll
+	rules      []RateRule
+	logger     *slog.Logger
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -67,6 +68,9 @@ func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg promet
 	}
 	for _, c := range ceiling {
 		g.ceiling[c] = true
+		if c == hostcalls.CapAll {
+			g.ceilingAll = true
+		}
 	}
 	reg.MustRegister(g.calls, g.latency)
 	return g
@@ -84,11 +88,16 @@ func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts b
 		}
 	}
 	for _, c := range declared {
-		if g.ceiling[c] && (fromCtx == nil || fromCtx[c]) {
+		if g.withinCeiling(c) && (fromCtx == nil || fromCtx[c]) {
 			allowed[c] = true
 		}
 	}
 	return allowed
+}
+
+// withinCeiling reports whether the node's ceiling allows capability c.
+func (g *Gate) withinCeiling(c string) bool {
+	return g.ceilingAll || (c != hostcalls.CapAll && g.ceiling[c])
 }
 
 // allow takes one token from every bucket whose rule matches the host

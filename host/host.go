@@ -37,7 +37,9 @@ type Config struct {
 	// RecycleAfterPages closes an instance once its memory has grown past
 	// this many pages (default 1024 = 64 MiB); wasm memory never shrinks.
 	RecycleAfterPages uint32
-	// Ceiling is the node's capability ceiling (hostcalls.Cap*).
+	// Ceiling is the node's capability ceiling: capability names, built-in
+	// (hostcalls.Cap*) or declared by modules; hostcalls.CapAll in it means
+	// every capability (docs/POLICY.md, "Capabilities").
 	Ceiling []string
 	// RateRules are the gate's token buckets.
 	RateRules []RateRule
@@ -57,9 +59,11 @@ type Host struct {
 	gate     *Gate
 	hostcall map[string]*hostcalls.HostCall
 
-	mu      sync.RWMutex
-	modules map[string]*Module // by family
-	methods map[string]*Module // by method name
+	mu       sync.RWMutex
+	modules  map[string]*Module // by family
+	methods  map[string]*Module // by method name
+	refused  map[string]refusal // method name → its refused module (LoadSet)
+	statuses []protocol.ModuleStatus
 }
 
 // New creates the runtime and registers the host calls of cfg.Tables as
@@ -84,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithCloseOnContextDone(true)
 	h := &Host{cfg: cfg, hostcall: map[string]*hostcalls.HostCall{},
-		modules: map[string]*Module{}, methods: map[string]*Module{}}
+		modules: map[string]*Module{}, methods: map[string]*Module{}, refused: map[string]refusal{}}
 	if cfg.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -219,27 +223,157 @@ var ErrModuleRejected = errors.New("module rejected")
 // not configured, such as a vault without a master key).
 var ErrHostCallUnavailable = errors.New("host call unavailable on this node")
 
-func rejected(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrModuleRejected, fmt.Sprintf(format, args...))
+// Refusal reasons: the bounded classification a refused module's status
+// carries (protocol.ModuleStatus.Reason starts with one of them).
+const (
+	ReasonDigestMismatch      = "digest_mismatch"      // bytes absent or not the pinned sha256/size
+	ReasonCompileFailed       = "compile_failed"       // not a valid wasm module
+	ReasonHostCallUnavailable = "hostcall_unavailable" // needs a host call this node does not offer
+	ReasonImportsNotDeclared  = "imports_not_declared" // imports a host call its manifest does not declare
+	ReasonInstantiateFailed   = "instantiate_failed"   // start function or ABI exports failed
+	ReasonDescribeFailed      = "describe_failed"      // lemon_describe failed or is not JSON
+	ReasonManifestInvalid     = "manifest_invalid"     // the described manifest breaks the ABI rules
+	ReasonFamilyMismatch      = "family_mismatch"      // describes another family than pinned
+	ReasonDeclarationMismatch = "declaration_mismatch" // methods differ from the pinned declarations
+	ReasonDuplicate           = "duplicate"            // family or method already served
+)
+
+// MaxReasonBytes bounds a refusal reason (code, ": ", detail).
+const MaxReasonBytes = 200
+
+// RefusalError is why a module was refused at load. It wraps
+// ErrModuleRejected (and ErrHostCallUnavailable when Reason is
+// ReasonHostCallUnavailable). Its text holds only the reason code and
+// names from the module's manifest, never request content.
+type RefusalError struct {
+	// Reason is one of the Reason* codes.
+	Reason string
+	msg    string
+	cause  error
 }
 
-// LoadSet verifies and loads every module of a pinned set (bytes keyed by
-// family, as moduleset.Load returns them).
-func (h *Host) LoadSet(ctx context.Context, m moduleset.Manifest, bytesByFamily map[string][]byte) error {
-	for _, mod := range m.Modules {
-		if _, err := h.Load(ctx, mod, bytesByFamily[mod.Family]); err != nil {
-			return err
+func (e *RefusalError) Error() string { return ErrModuleRejected.Error() + ": " + e.msg }
+
+// Unwrap exposes ErrModuleRejected, ErrHostCallUnavailable and the cause.
+func (e *RefusalError) Unwrap() []error {
+	out := []error{ErrModuleRejected}
+	if e.Reason == ReasonHostCallUnavailable {
+		out = append(out, ErrHostCallUnavailable)
+	}
+	if e.cause != nil {
+		out = append(out, e.cause)
+	}
+	return out
+}
+
+// Status is the bounded status line of the refusal: "reason: detail",
+// at most MaxReasonBytes of printable ASCII.
+func (e *RefusalError) Status() string {
+	s := e.Reason + ": " + e.msg
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s) && len(b) < MaxReasonBytes; i++ {
+		if c := s[i]; c >= 0x20 && c <= 0x7e {
+			b = append(b, c)
+		} else {
+			b = append(b, '?')
 		}
 	}
-	return nil
+	return string(b)
 }
+
+// ReasonOf returns the bounded status line of a load error: a
+// RefusalError's Status, else "manifest_invalid".
+func ReasonOf(err error) string {
+	var re *RefusalError
+	if errors.As(err, &re) {
+		return re.Status()
+	}
+	return ReasonManifestInvalid
+}
+
+func refuse(reason, format string, args ...any) error {
+	return &RefusalError{Reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+func rejected(format string, args ...any) error {
+	return refuse(ReasonManifestInvalid, format, args...)
+}
+
+// LoadSet verifies and loads the modules of a pinned set one by one
+// (bytes keyed by family, as moduleset.Load returns them; a missing entry
+// is refused as digest_mismatch). A module that fails any check is
+// refused alone, and its methods answer UNAVAILABLE module_refused; the
+// rest serve. It returns every module's status in manifest order.
+func (h *Host) LoadSet(ctx context.Context, m moduleset.Manifest, bytesByFamily map[string][]byte) []protocol.ModuleStatus {
+	out := make([]protocol.ModuleStatus, 0, len(m.Modules))
+	for _, mod := range m.Modules {
+		st := protocol.ModuleStatus{Family: mod.Family, Version: mod.Version, SHA256: mod.SHA256, State: protocol.ModuleLoaded}
+		if _, err := h.Load(ctx, mod, bytesByFamily[mod.Family]); err != nil {
+			st.State, st.Reason = protocol.ModuleRefused, ReasonOf(err)
+			h.refuseModule(mod, st.Reason)
+			if h.cfg.Logger != nil {
+				h.cfg.Logger.Warn("module refused", "family", mod.Family, "version", mod.Version, "reason", st.Reason)
+			}
+		}
+		out = append(out, st)
+	}
+	h.mu.Lock()
+	h.statuses = append([]protocol.ModuleStatus(nil), out...)
+	h.mu.Unlock()
+	return out
+}
+
+// refuseModule records that pin's declared methods belong to a refused
+// module, so calls to them answer module_refused instead of "not served".
+func (h *Host) refuseModule(pin moduleset.Module, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ms := range pin.Methods {
+		if _, served := h.methods[ms.Name]; !served {
+			h.refused[ms.Name] = refusal{family: pin.Family, reason: reason}
+		}
+	}
+}
+
+// ModuleStatuses returns the statuses of the last LoadSet.
+func (h *Host) ModuleStatuses() []protocol.ModuleStatus {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return append([]protocol.ModuleStatus(nil), h.statuses...)
+}
+
+// NotServed reports why a method the set declares is not in Methods:
+// it belongs to a module that was refused (UNAVAILABLE, details.code
+// module_refused, retrySafe:true: nothing ran), or its capability is
+// outside the node's ceiling (FORBIDDEN capability_denied). ok is false
+// for a method the host knows nothing of, or one it serves.
+func (h *Host) NotServed(method string) (perr *protocol.Error, ok bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if r, refused := h.refused[method]; refused {
+		return ModuleRefusedError(r.family, r.reason), true
+	}
+	if m, loaded := h.methods[method]; loaded && !h.gate.withinCeiling(m.methodSpecs[method].Capability) {
+		return errForbiddenCap, true
+	}
+	return nil, false
+}
+
+// ModuleRefusedError is the error a method of a refused module answers.
+// The message names the family and the bounded reason.
+func ModuleRefusedError(family, reason string) *protocol.Error {
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleRefused,
+		"module "+family+" was refused by the node: "+reason).WithRetry(true, false)
+}
+
+type refusal struct{ family, reason string }
 
 // Load verifies wasm against its pinned digest before compiling, checks
 // its imports against its manifest and the host's tables, and makes its
 // methods available.
 func (h *Host) Load(ctx context.Context, pin moduleset.Module, wasm []byte) (*Module, error) {
 	if err := pin.Verify(wasm); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrModuleRejected, pin.Family, err)
+		return nil, &RefusalError{Reason: ReasonDigestMismatch, msg: pin.Family + ": " + moduleset.ErrDigestMismatch.Error(), cause: err}
 	}
 	mod, err := h.compile(ctx, wasm)
 	if err != nil {
@@ -247,26 +381,50 @@ func (h *Host) Load(ctx context.Context, pin moduleset.Module, wasm []byte) (*Mo
 	}
 	if mod.family != pin.Family {
 		mod.pool.close(ctx)
-		return nil, rejected("module declares family %q but is pinned as %q", mod.family, pin.Family)
+		return nil, refuse(ReasonFamilyMismatch, "module declares family %q but is pinned as %q", mod.family, pin.Family)
+	}
+	if err := matchDeclarations(pin, mod.manifest.Methods); err != nil {
+		mod.pool.close(ctx)
+		return nil, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, dup := h.modules[mod.family]; dup {
 		mod.pool.close(ctx)
-		return nil, rejected("family %q loaded twice", mod.family)
+		return nil, refuse(ReasonDuplicate, "family %q loaded twice", mod.family)
 	}
 	for _, ms := range mod.manifest.Methods {
 		if _, dup := h.methods[ms.Name]; dup {
 			mod.pool.close(ctx)
-			return nil, rejected("method %q served by two modules", ms.Name)
+			return nil, refuse(ReasonDuplicate, "method %q served by two modules", ms.Name)
 		}
 	}
 	mod.sha256 = pin.SHA256
 	h.modules[mod.family] = mod
 	for _, ms := range mod.manifest.Methods {
 		h.methods[ms.Name] = mod
+		delete(h.refused, ms.Name)
 	}
 	return mod, nil
+}
+
+// matchDeclarations refuses a module whose described methods differ from
+// the declarations pinned for it (the set's manifest carries them; a pin
+// without declarations, as a hand-made one in tests, checks nothing).
+func matchDeclarations(pin moduleset.Module, described []MethodSpec) error {
+	if len(pin.Methods) == 0 {
+		return nil
+	}
+	canon := func(ms []MethodSpec) string {
+		c := append([]MethodSpec(nil), ms...)
+		sort.Slice(c, func(i, j int) bool { return c[i].Name < c[j].Name })
+		b, _ := json.Marshal(c)
+		return string(b)
+	}
+	if canon(pin.Methods) != canon(described) {
+		return refuse(ReasonDeclarationMismatch, "module %s describes methods that differ from its pinned declarations", pin.Family)
+	}
+	return nil
 }
 
 // Inspect returns a module's manifest without loading it anywhere: it
@@ -309,7 +467,7 @@ func Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
 func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 	compiled, err := h.runtime.CompileModule(ctx, wasm)
 	if err != nil {
-		return nil, rejected("compile: %v", err)
+		return nil, refuse(ReasonCompileFailed, "compile failed")
 	}
 	// A module importing a host call this node did not build (e.g. no
 	// vault key configured) cannot be instantiated; say so before trying.
@@ -317,7 +475,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 		if modName, name, _ := def.Import(); modName == "lemon" && name != "result_read" {
 			if _, ok := h.hostcall[name]; !ok {
 				compiled.Close(ctx)
-				return nil, fmt.Errorf("%w: %w: module needs %q", ErrModuleRejected, ErrHostCallUnavailable, name)
+				return nil, refuse(ReasonHostCallUnavailable, "module needs host call %q", name)
 			}
 		}
 	}
@@ -326,13 +484,13 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 	inst, err := mod.pool.instantiate(ctx)
 	if err != nil {
 		compiled.Close(ctx)
-		return nil, rejected("instantiate: %v", err)
+		return nil, refuse(ReasonInstantiateFailed, "instantiate: %v", err)
 	}
 	man, err := describe(ctx, inst)
 	if err != nil {
 		inst.close(ctx)
 		compiled.Close(ctx)
-		return nil, rejected("describe: %v", err)
+		return nil, refuse(ReasonDescribeFailed, "describe: %v", err)
 	}
 	mod.manifest = man
 	mod.family = man.Family
@@ -359,15 +517,21 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 	if man.Family == "" || man.Version == "" {
 		return rejected("manifest lacks family or version")
 	}
+	if len(man.Capabilities) > hostcalls.MaxModuleCapabilities {
+		return rejected("module %s declares %d capabilities (at most %d)", man.Family, len(man.Capabilities), hostcalls.MaxModuleCapabilities)
+	}
 	caps := map[string]bool{}
 	for _, c := range man.Capabilities {
+		if err := hostcalls.CheckCapability(c); err != nil {
+			return rejected("module %s: %v", man.Family, err)
+		}
 		caps[c] = true
 	}
 	declared := map[string]bool{"result_read": true}
 	for _, name := range man.HostCalls {
 		hc, ok := h.hostcall[name]
 		if !ok {
-			return fmt.Errorf("%w: %w: module %s needs %q", ErrModuleRejected, ErrHostCallUnavailable, man.Family, name)
+			return refuse(ReasonHostCallUnavailable, "module %s needs host call %q", man.Family, name)
 		}
 		if !caps[hc.Capability] {
 			return rejected("module %s uses host call %q without declaring capability %q", man.Family, name, hc.Capability)
@@ -377,10 +541,10 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 	for _, def := range compiled.ImportedFunctions() {
 		modName, name, _ := def.Import()
 		if modName == "lemon" && !declared[name] {
-			return rejected("module %s imports undeclared host call %q", man.Family, name)
+			return refuse(ReasonImportsNotDeclared, "module %s imports undeclared host call %q", man.Family, name)
 		}
 		if modName != "lemon" && modName != wasi_snapshot_preview1.ModuleName {
-			return rejected("module %s imports from unknown module %q", man.Family, modName)
+			return refuse(ReasonImportsNotDeclared, "module %s imports from unknown module %q", man.Family, modName)
 		}
 	}
 	if len(man.Methods) == 0 {
@@ -399,13 +563,18 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 	return nil
 }
 
-// Methods returns every served method and its version (worker.Dispatcher).
+// Methods returns every served method and its version
+// (worker.Dispatcher): the methods of loaded modules whose declared
+// capability is within the node's ceiling. A method the ceiling forbids
+// is neither advertised nor run (docs/POLICY.md, "Capabilities").
 func (h *Host) Methods() map[string]int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make(map[string]int, len(h.methods))
 	for name, m := range h.methods {
-		out[name] = m.methodSpecs[name].Version
+		if spec := m.methodSpecs[name]; h.gate.withinCeiling(spec.Capability) {
+			out[name] = spec.Version
+		}
 	}
 	return out
 }

@@ -116,6 +116,9 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 	mod, ok := h.methods[req.Method]
 	h.mu.RUnlock()
 	if !ok {
+		if perr, refused := h.NotServed(req.Method); refused {
+			return nil, perr
+		}
 		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
 	}
 	spec := mod.methodSpecs[req.Method]

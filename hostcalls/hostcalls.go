@@ -9,6 +9,8 @@ package hostcalls
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"regexp"
 
 	"lemon/protocol"
 )
@@ -25,8 +27,81 @@ const (
 	CapSecrets  = "secrets"  // write-only vault
 )
 
-// AllCapabilities lists every capability, in a stable order.
+// AllCapabilities lists every capability a host call requires, in a
+// stable order. Capabilities are open (docs/POLICY.md, "Capabilities"): a
+// module may declare names of its own besides these (e.g. "kv"), which
+// only its methods require.
 var AllCapabilities = []string{CapHostInfo, CapRead, CapWrite, CapExec, CapSecrets}
+
+// CapAll in a ceiling means no restriction: every capability, built-in
+// or declared by a module. It is not a capability name itself.
+const CapAll = "all"
+
+// Bounds on capability names and lists (docs/POLICY.md, "Capabilities").
+const (
+	// CapabilityPattern is what every capability name matches: a lower-case
+	// letter, then up to 31 lower-case letters, digits or underscores.
+	CapabilityPattern = `^[a-z][a-z0-9_]{0,31}$`
+	// MaxModuleCapabilities is the most capabilities one module may declare.
+	MaxModuleCapabilities = 16
+	// MaxCeilingCapabilities is the most names a node ceiling may list (the
+	// controller accepts at most this many advertised capabilities).
+	MaxCeilingCapabilities = 64
+)
+
+var capabilityRE = regexp.MustCompile(CapabilityPattern)
+
+// CheckCapability reports whether name is a well-formed capability name
+// ("all" is not one). The error quotes the name only when it is short and
+// printable, so it is safe in any message.
+func CheckCapability(name string) error {
+	if name == CapAll {
+		return fmt.Errorf("capability %q is reserved (it means every capability)", name)
+	}
+	if !capabilityRE.MatchString(name) {
+		if len(name) > 64 || !printableASCII(name) {
+			return fmt.Errorf("malformed capability name (want %s)", CapabilityPattern)
+		}
+		return fmt.Errorf("malformed capability name %q (want %s)", name, CapabilityPattern)
+	}
+	return nil
+}
+
+// CheckCeiling validates a node ceiling: "all" alone, or at most
+// MaxCeilingCapabilities well-formed names.
+func CheckCeiling(names []string) error {
+	if len(names) > MaxCeilingCapabilities {
+		return fmt.Errorf("at most %d capabilities in a ceiling, got %d", MaxCeilingCapabilities, len(names))
+	}
+	for _, c := range names {
+		if c == CapAll {
+			continue
+		}
+		if err := CheckCapability(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IsBuiltin reports whether c is a capability some host call requires.
+func IsBuiltin(c string) bool {
+	for _, k := range AllCapabilities {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
 
 // AuditClass says what kind of effect a host call has; it is recorded in
 // the content-free audit event.

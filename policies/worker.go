@@ -194,9 +194,15 @@ func (w *Worker) Validate() error {
 			return fmt.Errorf("allowed_roots: every root must be an absolute path")
 		}
 	}
+	// Capabilities are open: a module may declare its own names, so any
+	// well-formed name is accepted here (docs/POLICY.md, "Capabilities");
+	// `lemon policy check` warns about names no module declares.
+	if len(w.Capabilities.Items) > hostcalls.MaxCeilingCapabilities {
+		return fmt.Errorf("capabilities: at most %d names", hostcalls.MaxCeilingCapabilities)
+	}
 	for _, c := range w.Capabilities.Items {
-		if !knownCapability(c) {
-			return fmt.Errorf("capabilities: unknown capability %q (known: %s)", c, strings.Join(hostcalls.AllCapabilities, ", "))
+		if err := hostcalls.CheckCapability(c); err != nil {
+			return fmt.Errorf("capabilities: %w", err)
 		}
 	}
 	for _, l := range []struct {
@@ -272,19 +278,12 @@ func sortedKeys(m map[string][]string) []string {
 	return keys
 }
 
-func knownCapability(c string) bool {
-	for _, k := range hostcalls.AllCapabilities {
-		if k == c {
-			return true
-		}
-	}
-	return false
-}
-
-// Ceiling returns the capability ceiling as a list.
+// Ceiling returns the capability ceiling as a sorted list of names, or
+// ["all"] (hostcalls.CapAll) when unrestricted: every capability, the
+// built-in ones and any a module declares (docs/POLICY.md, "Capabilities").
 func (w *Worker) Ceiling() []string {
 	if w.Capabilities.Unrestricted() {
-		return append([]string(nil), hostcalls.AllCapabilities...)
+		return []string{hostcalls.CapAll}
 	}
 	out := append([]string(nil), w.Capabilities.Items...)
 	sort.Strings(out)
@@ -393,7 +392,7 @@ func (w *Worker) String() string {
 	} else {
 		fmt.Fprintf(&b, "allowed_roots = %s\n", list(w.AllowedRoots))
 	}
-	fmt.Fprintf(&b, "capabilities = %s\n", list(w.Ceiling()))
+	fmt.Fprintf(&b, "capabilities = %s\n", set(w.Capabilities))
 	fmt.Fprintf(&b, "allowed_commands = %s\n", set(w.AllowedCommands))
 	fmt.Fprintf(&b, "blocked_commands = %s\n", list(w.BlockedCommands))
 	fmt.Fprintf(&b, "state_dir = %s\n", q(orDefault(w.StateDir, "(~/.lemon/nodes/state/NAME)")))

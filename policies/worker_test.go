@@ -14,7 +14,9 @@ func TestParseWorkerStrict(t *testing.T) {
 		{"unknown nested key named", "[limits]\nmax_procs = 3\n", "limits.max_procs"},
 		{"wrong type", "default_cwd = 5\n", "default_cwd"},
 		{"relative cwd", "default_cwd = \"srv\"\n", "absolute"},
-		{"unknown capability", "capabilities = [\"fly\"]\n", "unknown capability"},
+		{"malformed capability", "capabilities = [\"Fly\"]\n", "malformed capability"},
+		{"capability with a dot", "capabilities = [\"fs.read\"]\n", "malformed capability"},
+		{"all inside a list", "capabilities = [\"all\", \"read\"]\n", "reserved"},
 		{"commands not a list", "allowed_commands = 3\n", "allowed_commands"},
 		{"commands wrong word", "allowed_commands = \"any\"\n", "allowed_commands"},
 		{"empty roots", "allowed_roots = []\n", "must not be empty"},
@@ -156,5 +158,40 @@ func TestCheckRateTargets(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "rate_limits[1]") {
 			t.Errorf("module %q hostcall %q: error %q does not name the rule", c.module, c.hostcall, err)
 		}
+	}
+}
+
+// Capabilities are open (docs/POLICY.md, "Capabilities"): a module's own
+// name such as "kv" is a valid ceiling entry; names are bounded by
+// hostcalls.CapabilityPattern (32 bytes) and a ceiling by 64 names.
+func TestWorkerCeilingOpenCapabilities(t *testing.T) {
+	w, err := ParseWorker([]byte("capabilities = [\"kv\", \"read\", \"write\"]\n"))
+	if err != nil {
+		t.Fatalf("kv ceiling: %v", err)
+	}
+	if got := w.Ceiling(); !reflect.DeepEqual(got, []string{"kv", "read", "write"}) {
+		t.Fatalf("ceiling = %v", got)
+	}
+	name32 := "k" + strings.Repeat("v", 31)
+	if _, err := ParseWorker([]byte("capabilities = [\"" + name32 + "\"]\n")); err != nil {
+		t.Fatalf("32-byte name: %v", err)
+	}
+	if _, err := ParseWorker([]byte("capabilities = [\"" + name32 + "v\"]\n")); err == nil || !strings.Contains(err.Error(), "malformed capability") {
+		t.Fatalf("33-byte name: err = %v", err)
+	}
+	names := make([]string, 64)
+	for i := range names {
+		names[i] = `"c` + strings.Repeat("x", i%30) + string(rune('a'+i/30)) + `"`
+	}
+	if _, err := ParseWorker([]byte("capabilities = [" + strings.Join(names, ",") + "]\n")); err != nil {
+		t.Fatalf("64 names: %v", err)
+	}
+	names = append(names, `"onemore"`)
+	if _, err := ParseWorker([]byte("capabilities = [" + strings.Join(names, ",") + "]\n")); err == nil || !strings.Contains(err.Error(), "at most 64") {
+		t.Fatalf("65 names: err = %v", err)
+	}
+	all, _ := ParseWorker(nil)
+	if got := all.Ceiling(); !reflect.DeepEqual(got, []string{"all"}) {
+		t.Fatalf("unrestricted ceiling = %v", got)
 	}
 }

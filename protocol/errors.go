@@ -45,8 +45,11 @@ const (
 	DomainPayloadTooLarge          = "payload_too_large"
 	DomainModuleRejected           = "module_rejected"
 	DomainModuleTrapped            = "module_trapped"
-	DomainMeasurementUnavailable   = "measurement_unavailable"
-	DomainNodeOffline              = "node_offline"
+	// DomainModuleRefused: the method's module failed verification on the
+	// node and was refused alone (UNAVAILABLE; docs/PROTOCOL.md, "Module set").
+	DomainModuleRefused          = "module_refused"
+	DomainMeasurementUnavailable = "measurement_unavailable"
+	DomainNodeOffline            = "node_offline"
 	// DomainPermissionDenied: the worker OS account was refused (fs and process).
 	DomainPermissionDenied = "permission_denied"
 )

@@ -99,7 +99,17 @@ type NodeAdvertise struct {
 	ModuleSetDigest string         `json:"moduleSetDigest,omitempty"`
 	MaxPayload      int            `json:"maxPayload,omitempty"`
 	Capabilities    []string       `json:"capabilities,omitempty"`
+	// Modules is the status of each module of the node's set, in manifest
+	// order: at most MaxAdvertisedModules entries, each Reason at most
+	// MaxModuleReasonBytes of printable ASCII (docs/PROTOCOL.md, "Module set").
+	Modules []ModuleStatus `json:"modules,omitempty"`
 }
+
+// Bounds on NodeAdvertise.Modules.
+const (
+	MaxAdvertisedModules = 64
+	MaxModuleReasonBytes = 256
+)
 
 // HelloOK answers a successful connect.
 type HelloOK struct {

@@ -93,6 +93,9 @@ type NodeDescription struct {
 	MaxPayload   int            `json:"maxPayload,omitempty"`
 	Capabilities []string       `json:"capabilities,omitempty"`
 	Client       *ConnectClient `json:"client,omitempty"`
+	// Modules is the status of each module of the node's set, as the node
+	// reported it (loaded, or refused with a bounded reason).
+	Modules []ModuleStatus `json:"modules,omitempty"`
 }
 
 // NodeInvokeParams are the params of the generic node.invoke: Args are the

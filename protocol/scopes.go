@@ -24,7 +24,8 @@ var OperatorScopes = []string{ScopeRead, ScopeWrite, ScopeAdmin, ScopePairing, S
 // for a method with no scope rule (callers refuse it).
 func RequiredScope(method string) (scope string, ok bool) {
 	switch {
-	case method == "node.host.info", method == "node.list", method == "node.describe":
+	case method == "node.host.info", method == "node.list", method == "node.describe",
+		method == MethodModulesStatus:
 		return ScopeRead, true
 	case method == "node.rename":
 		return ScopeWrite, true

@@ -21,3 +21,13 @@ type Dispatcher interface {
 	// returns the success payload or a protocol error.
 	Invoke(ctx context.Context, req protocol.InvokeRequest) (json.RawMessage, *protocol.Error)
 }
+
+// ModuleReporter is implemented by a Dispatcher built from a module set
+// (host.Host): the status of every module of the set, and why a method
+// the set declares is not served: UNAVAILABLE module_refused for a
+// refused module, FORBIDDEN capability_denied for a method the ceiling
+// forbids.
+type ModuleReporter interface {
+	ModuleStatuses() []protocol.ModuleStatus
+	NotServed(method string) (*protocol.Error, bool)
+}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,19 +113,9 @@ func (n *NodeHost) newHost(ctx context.Context, m moduleset.Manifest, modules ma
 	if err != nil {
 		return nil, err
 	}
-	for _, mod := range m.Modules {
-		if _, err := h.Load(ctx, mod, modules[mod.Family]); err != nil {
-			if errors.Is(err, host.ErrHostCallUnavailable) {
-				if o.Logger != nil {
-					o.Logger.Warn("module not served: this node lacks a host-call family it needs",
-						"family", mod.Family, "version", mod.Version)
-				}
-				continue
-			}
-			h.Close(ctx)
-			return nil, err
-		}
-	}
+	// Modules load one by one: one that fails verification is refused
+	// alone (its status says why) and the rest of the set serves.
+	h.LoadSet(ctx, m, modules)
 	if len(o.Policy.RateLimits) > 0 && o.Logger != nil {
 		// `lemon policy check` refuses such a rule; a node keeps serving
 		// (its module set can change) but says the rule is idle.

@@ -176,7 +176,12 @@ func fetchModuleSet(ctx context.Context, conn *client.Conn, cacheDir, want strin
 			b, _ = readCachedModule(cacheDir, mod)
 		}
 		if b == nil {
-			if b, err = fetchModule(ctx, conn, mod); err != nil {
+			if b, err = fetchModule(ctx, conn, mod); errors.Is(err, errModuleBytes) {
+				// This module alone is refused (digest_mismatch); the
+				// rest of the set serves. It is not cached, so the next
+				// start fetches it again.
+				continue
+			} else if err != nil {
 				return nil, err
 			}
 			if cacheDir != "" {
@@ -219,7 +224,7 @@ func fetchModule(ctx context.Context, conn *client.Conn, mod moduleset.Module) (
 			return nil, errModuleSet("fetch chunk is malformed")
 		}
 		if int64(len(buf))+c.Length > mod.Size {
-			return nil, errModuleSet("module is larger than pinned")
+			return nil, fmt.Errorf("%w: module is larger than pinned", errModuleBytes)
 		}
 		buf = appendBounded(buf, data, mod.Size)
 		if c.EOF {
@@ -230,10 +235,14 @@ func fetchModule(ctx context.Context, conn *client.Conn, mod moduleset.Module) (
 		}
 	}
 	if err := mod.Verify(buf); err != nil {
-		return nil, errModuleSet("module bytes do not match the pinned sha256")
+		return nil, fmt.Errorf("%w: module bytes do not match the pinned sha256", errModuleBytes)
 	}
 	return buf, nil
 }
+
+// errModuleBytes: the bytes served for one module do not match its pin;
+// that module is refused alone.
+var errModuleBytes = errors.New("module set: module bytes")
 
 // appendBounded appends data to buf, growing it to at most limit bytes
 // of capacity. The caller ensures len(buf)+len(data) <= limit. A new

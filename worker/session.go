@@ -142,6 +142,11 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 			"node has not loaded its module set")
 	}
 	if _, ok := s.disp.Methods()[req.Method]; !ok {
+		if mr, ok := s.disp.(ModuleReporter); ok {
+			if perr, refused := mr.NotServed(req.Method); refused {
+				return nil, perr
+			}
+		}
 		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
 	}
 	// This goroutine has no other recover: a panic in the validator or the

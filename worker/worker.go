@@ -265,8 +265,12 @@ var fatalCodes = map[string]bool{
 func (w *Worker) session(ctx context.Context) sessionResult {
 	disp, digest := w.current()
 	methods := map[string]int{}
+	var statuses []protocol.ModuleStatus
 	if disp != nil {
 		methods = disp.Methods()
+		if mr, ok := disp.(ModuleReporter); ok {
+			statuses = mr.ModuleStatuses()
+		}
 	}
 	s := &session{w: w, disp: disp, inflight: map[string]context.CancelFunc{},
 		sem: make(chan struct{}, w.cfg.MaxConcurrent), readyCh: make(chan struct{})}
@@ -285,6 +289,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 			ModuleSetDigest: digest,
 			MaxPayload:      w.cfg.MaxPayload,
 			Capabilities:    w.cfg.Capabilities,
+			Modules:         statuses,
 		},
 		OnEvent:      s.onEvent,
 		ReadLimit:    int64(w.cfg.MaxPayload) + client.EnvelopeSlack,

@@ -100,7 +100,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.controller, "controller", "", "controller /ws URL (wss://, or ws:// to loopback)")
 	fs.StringVar(&o.cwd, "cwd", "", "default working directory (default: the current directory)")
 	fs.Var(&o.roots, "allowed-root", "extra allowed file root, added to home (repeatable)")
-	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: "+strings.Join(hostcalls.AllCapabilities, ","))
+	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: all, or names such as "+strings.Join(hostcalls.AllCapabilities, ",")+" and any a module declares (e.g. kv)")
 	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
 	fs.StringVar(&o.state, "state", "", "state directory (default: policy state_dir, else ~/.lemon/nodes/state/NAME, NAME as first joined)")
 	fs.BoolVar(&o.insecure, "allow-insecure-controller", false, "allow plaintext ws:// to a non-loopback controller")
@@ -164,10 +164,15 @@ func effectivePolicy(o *nodeOptions) (pol *policies.Worker, cwd string, roots []
 				set = policies.StringSet{Set: true, All: true}
 				break
 			}
-			if !knownCap(c) {
-				return nil, "", nil, fmt.Errorf("--capabilities: unknown capability %q (known: %s)", c, strings.Join(hostcalls.AllCapabilities, ", "))
+			// Capabilities are open: module-declared names (kv, checksum)
+			// are as valid as the built-in ones (docs/POLICY.md, "Capabilities").
+			if err := hostcalls.CheckCapability(c); err != nil {
+				return nil, "", nil, fmt.Errorf("--capabilities: %w", err)
 			}
 			set.Items = append(set.Items, c)
+		}
+		if len(set.Items) > hostcalls.MaxCeilingCapabilities {
+			return nil, "", nil, fmt.Errorf("--capabilities: at most %d names", hostcalls.MaxCeilingCapabilities)
 		}
 		pol.Capabilities = pol.Capabilities.Intersect(set)
 	}
@@ -199,15 +204,6 @@ func effectivePolicy(o *nodeOptions) (pol *policies.Worker, cwd string, roots []
 		return nil, "", nil, fmt.Errorf("at most %d allowed roots", policies.SpecMaxAllowedRoots)
 	}
 	return pol, cwd, roots, nil
-}
-
-func knownCap(c string) bool {
-	for _, k := range hostcalls.AllCapabilities {
-		if c == k {
-			return true
-		}
-	}
-	return false
 }
 
 // existingDir makes p absolute and checks it is a directory. Errors name
