@@ -6,7 +6,9 @@ import (
 	"os"
 
 	"lemon/host"
+	"lemon/host/moduleset"
 	"lemon/host/moduleset/defaultset"
+	"lemon/hostcalls"
 	"lemon/policies"
 )
 
@@ -33,6 +35,11 @@ func runPolicy(args []string) int {
 		}
 		if werr == nil {
 			fmt.Print(w.String())
+			if m, _, err := defaultset.Load(); err == nil {
+				for _, warn := range ceilingWarnings(w, m) {
+					fmt.Fprintln(os.Stderr, "warning:", warn)
+				}
+			}
 			return 0
 		}
 		if kind == "--worker" {
@@ -90,4 +97,30 @@ func embeddedHostCalls(ctx context.Context) (map[string][]string, error) {
 		out[mod.Family] = man.HostCalls
 	}
 	return out, nil
+}
+
+// ceilingWarnings names each capability of w's ceiling that neither a
+// host call requires nor a method of set declares. Such a name is not an
+// error: a controller may pin another set whose modules declare it
+// (docs/POLICY.md, "Capabilities"); it is reported so a typo shows.
+func ceilingWarnings(w *policies.Worker, set moduleset.Manifest) []string {
+	if w.Capabilities.Unrestricted() {
+		return nil
+	}
+	declared := map[string]bool{}
+	for _, c := range hostcalls.AllCapabilities {
+		declared[c] = true
+	}
+	for _, mod := range set.Modules {
+		for _, ms := range mod.Methods {
+			declared[ms.Capability] = true
+		}
+	}
+	var out []string
+	for _, c := range w.Ceiling() {
+		if !declared[c] {
+			out = append(out, fmt.Sprintf("capability %q is required by no host call and declared by no method of the embedded module set (a set the controller pins may declare it)", c))
+		}
+	}
+	return out
 }

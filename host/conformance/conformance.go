@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"lemon/host"
+	"lemon/hostcalls"
 	"lemon/host/moduleset"
 	"lemon/hostcalls/families"
 	"lemon/policies"
@@ -175,9 +176,15 @@ func (r *Runner) runCase(ctx context.Context, f File, c Case) error {
 		return fmt.Errorf("families: %w", err)
 	}
 	defer fams.Close()
+	// The fixture's ceiling obeys the node's rules (docs/POLICY.md,
+	// "Capabilities"): a name a node would refuse fails here too, and no
+	// ceiling means "all", as on a node.
 	ceiling := f.Node.Capabilities
 	if ceiling == nil {
 		ceiling = pol.Ceiling()
+	}
+	if err := hostcalls.CheckCeiling(ceiling); err != nil {
+		return fmt.Errorf("node.capabilities: %w", err)
 	}
 	h, err := host.New(ctx, host.Config{CacheDir: r.CacheDir, Ceiling: ceiling, Tables: fams.Tables})
 	if err != nil {
