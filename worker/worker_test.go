@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -599,34 +598,46 @@ func TestWorkerFetchesVerifiesAndCachesModuleSet(t *testing.T) {
 	}
 }
 
-func TestWorkerRefusesCorruptModule(t *testing.T) {
+// A module whose fetched bytes do not match its pin is refused alone:
+// the rest of the set is installed and advertised, the bad bytes are not
+// cached (a restart fetches them again), and the worker does not keep
+// its old set (docs/PROTOCOL.md, "Module set").
+func TestWorkerRefusesCorruptModuleAlone(t *testing.T) {
 	fx := newSetFixture(t, true)
 	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken,
 		ModuleSet: &protocol.ModuleSetRef{Digest: fx.digest}, Handle: fx.handle})
 	defer srv.Close()
 	cache := t.TempDir()
-	loads := 0
-	load := func(context.Context, *worker.ModuleSet) (worker.Dispatcher, error) {
-		loads++
-		return nil, fmt.Errorf("should not load")
+	loaded := make(chan *worker.ModuleSet, 4)
+	load := func(_ context.Context, set *worker.ModuleSet) (worker.Dispatcher, error) {
+		loaded <- set
+		return &setDispatcher{set: set, closed: make(chan struct{})}, nil
 	}
-	stop := startWorker(t, worker.Config{ControllerURL: srv.URL, ModuleCacheDir: cache, LoadModules: load})
+	startWorker(t, worker.Config{ControllerURL: srv.URL, ModuleCacheDir: cache, LoadModules: load})
 	ctx := ctxT(t)
-	c, _ := srv.NextNode(ctx)
-	// The worker stays on its first connection serving nothing.
-	invoke(t, c, "i1", "node.fs.x", 0)
-	r, _ := srv.NextResult(ctx)
-	if r.Error == nil {
-		t.Fatalf("result = %+v", r)
+	srv.NextNode(ctx)
+	var set *worker.ModuleSet
+	select {
+	case set = <-loaded:
+	case <-ctx.Done():
+		t.Fatal("the set with one corrupt module was not installed")
 	}
-	stop()
-	if loads != 0 {
-		t.Fatalf("corrupt set loaded %d times", loads)
+	if _, ok := set.Modules["hostinfo"]; !ok || set.Digest != fx.digest {
+		t.Fatalf("good module missing: %v", set.Digest)
 	}
-	entries, _ := os.ReadDir(cache)
-	for _, e := range entries {
-		if e.Name() == "manifest.json" {
-			t.Fatal("manifest cached for a corrupt set")
-		}
+	if _, ok := set.Modules["fs"]; ok {
+		t.Fatal("corrupt module bytes were installed")
+	}
+	c2, _ := srv.NextNode(ctx)
+	if c2.Connect.Node.ModuleSetDigest != fx.digest {
+		t.Fatalf("second connect advertises %+v", c2.Connect.Node)
+	}
+	fsMod, _ := set.Manifest.Find("fs")
+	hiMod, _ := set.Manifest.Find("hostinfo")
+	if _, err := os.Stat(filepath.Join(cache, fsMod.SHA256+".wasm")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("corrupt module cached: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, hiMod.SHA256+".wasm")); err != nil {
+		t.Fatalf("good module not cached: %v", err)
 	}
 }
