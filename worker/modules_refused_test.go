@@ -214,4 +214,3 @@ func TestWorkerReportsStatusesAndHonoursCeiling(t *testing.T) {
 		})
 	}
 }
-

@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"lemon/host"
-	"lemon/hostcalls"
 	"lemon/host/moduleset"
+	"lemon/hostcalls"
 	"lemon/hostcalls/families"
 	"lemon/policies"
 	"lemon/protocol"
