@@ -98,7 +98,7 @@ func TestWorkerServesGoodModuleBesideBrokenOne(t *testing.T) {
 		if perr == nil && json.Unmarshal(raw, &l) == nil && len(l.Nodes) == 1 {
 			nodeID = l.Nodes[0].NodeID
 			raw, perr = op.Call(ctx, protocol.MethodNodeDescribe, protocol.NodeDescribeParams{NodeID: nodeID})
-			if perr == nil && json.Unmarshal(raw, &d) == nil && d.Online && d.ModuleSetDigest == m.Digest() {
+			if d = (protocol.NodeDescription{}); perr == nil && json.Unmarshal(raw, &d) == nil && d.Online && d.ModuleSetDigest == m.Digest() {
 				break
 			}
 		}
