@@ -194,3 +194,56 @@ func TestModuleStatusTruncated(t *testing.T) {
 		t.Fatalf("none: %+v", none)
 	}
 }
+
+// A node running the pinned set does not advertise a method whose
+// declared capability is outside the ceiling it advertised: the
+// controller answers FORBIDDEN capability_denied without a round trip.
+// With ceiling "all", or on another set, it cannot tell and answers
+// node_method_unavailable.
+func TestCeilingDeniedMethodAnsweredByController(t *testing.T) {
+	mk := func(t *testing.T) (*ModuleSet, moduleset.Manifest) {
+		b := []byte("kv module bytes")
+		sum := sha256.Sum256(b)
+		m := moduleset.Manifest{Modules: []moduleset.Module{{Family: "kv", Version: "1", SHA256: hex.EncodeToString(sum[:]),
+			Size: int64(len(b)), File: "kv.wasm", Methods: []moduleset.Method{
+				{Name: mEcho, Version: 1, Capability: "read"}, {Name: mSlow, Version: 1, Capability: "kv"}}}}}
+		ms, err := NewModuleSet(m, map[string][]byte{"kv": b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms, m
+	}
+	for _, tc := range []struct {
+		name         string
+		caps         []string
+		otherDigest  bool
+		code, domain string
+	}{
+		{"ceiling without kv", []string{"read"}, false, protocol.CodeForbidden, protocol.DomainCapabilityDenied},
+		{"ceiling all", []string{"all"}, false, protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable},
+		{"another set", []string{"read"}, true, protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			ms, m := mk(t)
+			cfg.ModuleSet = ms
+			s := startServer(t, cfg)
+			digest := m.Digest()
+			if tc.otherDigest {
+				digest = strings.Repeat("b", 64)
+			}
+			n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{mEcho: 1},
+				ModuleSetDigest: digest, Capabilities: tc.caps}, echoHandler)
+			op := connectOperator(t, s.url, adminToken)
+			wantError(t, op.call(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1")}), tc.code, tc.domain)
+			select {
+			case req := <-n.requests:
+				t.Fatalf("reached the node: %s", req.Method)
+			default:
+			}
+			if f := op.call(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1")}); !f.OK {
+				t.Fatalf("allowed method: %s", f.raw)
+			}
+		})
+	}
+}

@@ -24,6 +24,8 @@ type ModuleSet struct {
 	// methodsBySHA lists the methods each module declares, keyed by the
 	// module's sha256, to answer module_refused for a node's refusals.
 	methodsBySHA map[string][]string
+	// methodCap is each declared method's capability.
+	methodCap map[string]string
 }
 
 // NewModuleSet pins a manifest and the bytes of its modules (keyed by
@@ -39,7 +41,7 @@ func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*Modul
 	if err := m.CheckBounds(); err != nil {
 		return nil, err
 	}
-	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}, manifest: m, methodsBySHA: map[string][]string{}}
+	ms := &ModuleSet{digest: m.Digest(), bySHA: map[string][]byte{}, manifest: m, methodsBySHA: map[string][]string{}, methodCap: map[string]string{}}
 	for _, mod := range m.Modules {
 		b, ok := bytesByFamily[mod.Family]
 		if !ok {
@@ -51,6 +53,7 @@ func NewModuleSet(m moduleset.Manifest, bytesByFamily map[string][]byte) (*Modul
 		ms.bySHA[mod.SHA256] = b
 		for _, meth := range mod.Methods {
 			ms.methodsBySHA[mod.SHA256] = append(ms.methodsBySHA[mod.SHA256], meth.Name)
+			ms.methodCap[meth.Name] = meth.Capability
 		}
 	}
 	mj, err := json.Marshal(m)

@@ -57,13 +57,19 @@ type nodeEntry struct {
 	live          *conn
 	liveGen       uint64
 	connectedAtMs int64
-	// refused maps each method of a module the live connection reported
-	// refused (its pinned declarations) to that module's family and reason;
-	// a call to one answers module_refused without a round trip.
-	refused map[string]refusedModule
+	// unserved maps the pinned methods the live connection does not serve
+	// for a reason the controller can tell: its module was reported
+	// refused, or its capability is outside the ceiling the node
+	// advertised. A call to one is answered without a round trip.
+	unserved map[string]unservedMethod
 }
 
-type refusedModule struct{ family, reason string }
+// unservedMethod says why a node does not serve a pinned method: family
+// and reason of a refused module, or denied (outside the ceiling).
+type unservedMethod struct {
+	family, reason string
+	denied         bool
+}
 
 // registry holds nodes, sessions and pairings. Node creation, renames,
 // pairings and sessions are written through to the store under mu before
@@ -239,7 +245,7 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 	e.rec.MaxPayload = c.peerMax
 	e.rec.Capabilities = adv.Capabilities
 	e.rec.Modules = adv.Modules
-	e.refused = r.refusedMethods(adv.Modules)
+	e.unserved = r.unservedMethods(adv)
 	cl := client
 	e.rec.Client = &cl
 	e.rec.LastSeenAtMs = now
@@ -253,25 +259,40 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 	return old, nil
 }
 
-// refusedMethods maps the methods the pinned set declares for each
-// refused module (matched by sha256) to its family and reason. A node
-// running another set than the pinned one matches nothing.
-func (r *registry) refusedMethods(st []protocol.ModuleStatus) map[string]refusedModule {
+// unservedMethods tells, from the pinned set's declarations, why a node
+// does not serve some of them: each method of a module it reported
+// refused (matched by sha256) maps to that module's family and reason;
+// when it runs the pinned set, each method whose declared capability is
+// outside the ceiling it advertised (not "all") is denied.
+func (r *registry) unservedMethods(adv *protocol.NodeAdvertise) map[string]unservedMethod {
 	ms := r.s.modules
 	if ms == nil {
 		return nil
 	}
-	var out map[string]refusedModule
-	for _, m := range st {
+	out := map[string]unservedMethod{}
+	if adv.ModuleSetDigest == ms.digest && len(adv.Capabilities) > 0 {
+		ceiling := map[string]bool{}
+		for _, c := range adv.Capabilities {
+			ceiling[c] = true
+		}
+		if !ceiling["all"] {
+			for name, cp := range ms.methodCap {
+				if _, served := adv.Methods[name]; !served && !ceiling[cp] {
+					out[name] = unservedMethod{denied: true}
+				}
+			}
+		}
+	}
+	for _, m := range adv.Modules {
 		if m.State != protocol.ModuleRefused {
 			continue
 		}
 		for _, name := range ms.methodsBySHA[m.SHA256] {
-			if out == nil {
-				out = map[string]refusedModule{}
-			}
-			out[name] = refusedModule{family: m.Family, reason: m.Reason}
+			out[name] = unservedMethod{family: m.Family, reason: m.Reason}
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
@@ -387,9 +408,13 @@ func (r *registry) pin(nodeID string, spec protocol.MethodSpec) (*conn, uint64, 
 			"the node is offline").WithRetry(true, false)
 	}
 	if v, ok := e.rec.Methods[spec.Name]; !ok || v != spec.Version {
-		if rm, refused := e.refused[spec.Name]; refused && !ok {
+		if um, known := e.unserved[spec.Name]; known && !ok {
+			if um.denied {
+				return nil, 0, protocol.DomainError(protocol.CodeForbidden, protocol.DomainCapabilityDenied,
+					"the node's capabilities do not allow this method")
+			}
 			return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainModuleRefused,
-				"module "+rm.family+" was refused by the node: "+rm.reason).WithRetry(true, false)
+				"module "+um.family+" was refused by the node: "+um.reason).WithRetry(true, false)
 		}
 		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable,
 			"the node does not serve this method at the required version").WithRetry(true, false)

@@ -160,7 +160,8 @@ func TestModuleSetWithBrokenModule(t *testing.T) {
 // A ceiling may name a module's own capability: `--capabilities kv,read`
 // is accepted, the node advertises only the methods it allows (the read
 // methods of fs, not node.fs.write nor node.host.info) and the
-// controller refuses the others; a malformed name is refused at start.
+// controller refuses the others with FORBIDDEN capability_denied; a
+// malformed name is refused at start.
 func TestNodeCeilingOpenCapabilities(t *testing.T) {
 	c := startCluster(t, "w1")
 	machine := c.newMachine("w1", "")
@@ -203,8 +204,10 @@ func TestNodeCeilingOpenCapabilities(t *testing.T) {
 			t.Fatalf("%s advertised under kv,read: %v", m, d.Methods)
 		}
 	}
+	// The controller knows the pinned declaration (capability hostinfo)
+	// and the node's ceiling: FORBIDDEN without a round trip.
 	e := c.op.callError(t, "node.host.info", map[string]any{"nodeId": nodeID})
-	if e.Code != protocol.CodeUnavailable || e.detail("code") != protocol.DomainNodeMethodUnavailable {
+	if e.Code != protocol.CodeForbidden || e.detail("code") != protocol.DomainCapabilityDenied {
 		t.Fatalf("node.host.info: %+v", e)
 	}
 	c.op.must(t, "node.fs.stat", map[string]any{"nodeId": nodeID, "path": machine.cwd})
