@@ -517,15 +517,9 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 	if man.Family == "" || man.Version == "" {
 		return rejected("manifest lacks family or version")
 	}
-	if len(man.Capabilities) > hostcalls.MaxModuleCapabilities {
-		return rejected("module %s declares %d capabilities (at most %d)", man.Family, len(man.Capabilities), hostcalls.MaxModuleCapabilities)
-	}
-	caps := map[string]bool{}
-	for _, c := range man.Capabilities {
-		if err := hostcalls.CheckCapability(c); err != nil {
-			return rejected("module %s: %v", man.Family, err)
-		}
-		caps[c] = true
+	caps, err := declaredCapabilities(man)
+	if err != nil {
+		return err
 	}
 	declared := map[string]bool{"result_read": true}
 	for _, name := range man.HostCalls {
@@ -561,6 +555,23 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 		}
 	}
 	return nil
+}
+
+// declaredCapabilities checks a manifest's capability list (at most
+// hostcalls.MaxModuleCapabilities names, each hostcalls.CheckCapability)
+// and returns it as a set. Names are open: a module may declare its own.
+func declaredCapabilities(man Manifest) (map[string]bool, error) {
+	if len(man.Capabilities) > hostcalls.MaxModuleCapabilities {
+		return nil, rejected("module %s declares %d capabilities (at most %d)", man.Family, len(man.Capabilities), hostcalls.MaxModuleCapabilities)
+	}
+	caps := map[string]bool{}
+	for _, c := range man.Capabilities {
+		if err := hostcalls.CheckCapability(c); err != nil {
+			return nil, rejected("module %s: %v", man.Family, err)
+		}
+		caps[c] = true
+	}
+	return caps, nil
 }
 
 // Methods returns every served method and its version

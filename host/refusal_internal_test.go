@@ -33,3 +33,28 @@ func TestRefusalStatusBounded(t *testing.T) {
 		t.Fatalf("ReasonOf(other) = %q", got)
 	}
 }
+
+// A module declares at most 16 capabilities, each a well-formed name; its
+// own names (kv) are as valid as the built-in ones.
+func TestDeclaredCapabilitiesBounds(t *testing.T) {
+	names := func(n int) []string {
+		out := []string{"kv"}
+		for i := 1; i < n; i++ {
+			out = append(out, "c"+strings.Repeat("x", i))
+		}
+		return out
+	}
+	caps, err := declaredCapabilities(Manifest{Family: "kv", Capabilities: names(16)})
+	if err != nil || len(caps) != 16 || !caps["kv"] {
+		t.Fatalf("16 names: %v %v", caps, err)
+	}
+	if _, err := declaredCapabilities(Manifest{Family: "kv", Capabilities: names(17)}); ReasonOf(err) != "manifest_invalid: module kv declares 17 capabilities (at most 16)" {
+		t.Fatalf("17 names: %v", err)
+	}
+	for _, bad := range []string{"all", "Kv", "kv.get", ""} {
+		if _, err := declaredCapabilities(Manifest{Family: "kv", Capabilities: []string{bad}}); err == nil ||
+			!strings.HasPrefix(ReasonOf(err), ReasonManifestInvalid) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
