@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"lemon/host/hosttest"
 	"lemon/host/moduleset"
 	"lemon/hostcalls"
+	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
 
@@ -213,4 +215,64 @@ func TestLoadSetRefusesModulesAlone(t *testing.T) {
 	if _, perr := invokeH(h, "node.never.declared"); perr == nil || perr.Code != protocol.CodeMethodNotFound {
 		t.Fatalf("unknown method: %+v", perr)
 	}
+}
+
+// The reported case: a kv family whose methods declare the module's own
+// capability "kv" and use the store host calls. Under kv,read,write it
+// works; under read,write (no kv) its methods are neither advertised nor
+// run; under kv,read the put is refused at its store.put host call
+// (write) and nothing is stored.
+func TestKVFamilyOnTheStore(t *testing.T) {
+	ctx := context.Background()
+	wasm := hosttest.Build(t, "host/testdata/storekv")
+	newKV := func(t *testing.T, ceiling []string) *host.Host {
+		st, err := store.New(store.Config{Path: filepath.Join(t.TempDir(), "store.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		h, err := host.New(ctx, host.Config{CacheDir: hosttest.CacheDir(t), Ceiling: ceiling, Tables: []hostcalls.Table{st.Table()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close(ctx) })
+		if _, err := h.Load(ctx, hosttest.Pin("kv", wasm), wasm); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	call := func(h *host.Host, method, args string) (string, *protocol.Error) {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		out, perr := h.Invoke(cctx, protocol.InvokeRequest{InvokeID: "i1", NodeID: "n1", Method: method, Args: json.RawMessage(args)})
+		return string(out), perr
+	}
+	t.Run("kv,read,write", func(t *testing.T) {
+		h := newKV(t, []string{"kv", "read", "write"})
+		if got := methodNames(h.Methods()); !reflect.DeepEqual(got, []string{"node.kv.get", "node.kv.put"}) {
+			t.Fatalf("methods = %v", got)
+		}
+		if out, perr := call(h, "node.kv.put", `{"nodeId":"n1","key":"color","value":"green"}`); perr != nil || out != `{"stored":true}` {
+			t.Fatalf("put: %s %v", out, perr)
+		}
+		if out, perr := call(h, "node.kv.get", `{"nodeId":"n1","key":"color"}`); perr != nil || out != `{"found":true,"value":"green"}` {
+			t.Fatalf("get: %s %v", out, perr)
+		}
+	})
+	t.Run("read,write", func(t *testing.T) {
+		h := newKV(t, []string{"read", "write"})
+		if got := h.Methods(); len(got) != 0 {
+			t.Fatalf("methods = %v", got)
+		}
+		_, perr := call(h, "node.kv.get", `{"nodeId":"n1","key":"color"}`)
+		wantDomain(t, perr, protocol.CodeForbidden, protocol.DomainCapabilityDenied)
+	})
+	t.Run("kv,read", func(t *testing.T) {
+		h := newKV(t, []string{"kv", "read"})
+		_, perr := call(h, "node.kv.put", `{"nodeId":"n1","key":"color","value":"green"}`)
+		wantDomain(t, perr, protocol.CodeForbidden, protocol.DomainCapabilityDenied)
+		if out, perr := call(h, "node.kv.get", `{"nodeId":"n1","key":"color"}`); perr != nil || out != `{"found":false,"value":null}` {
+			t.Fatalf("get after a refused put: %s %v", out, perr)
+		}
+	})
 }
