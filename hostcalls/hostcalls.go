@@ -84,16 +84,6 @@ func CheckCeiling(names []string) error {
 	return nil
 }
 
-// IsBuiltin reports whether c is a capability some host call requires.
-func IsBuiltin(c string) bool {
-	for _, k := range AllCapabilities {
-		if k == c {
-			return true
-		}
-	}
-	return false
-}
-
 func printableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
