@@ -369,7 +369,7 @@ func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error
 		if !ok {
 			return fmt.Errorf("%w: %w: module %s needs %q", ErrModuleRejected, ErrHostCallUnavailable, man.Family, name)
 		}
-		if !caps[hc.Capability] {
+		if hc.Capability != hostcalls.CapNone && !caps[hc.Capability] {
 			return rejected("module %s uses host call %q without declaring capability %q", man.Family, name, hc.Capability)
 		}
 		declared[name] = true
