@@ -264,6 +264,7 @@ func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Ou
 		if errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded {
 			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed")
 		}
+		h.logTrap(ctx, mod, in, inst)
 		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module trapped")
 	}
 	mod.pool.put(ctx, inst)
