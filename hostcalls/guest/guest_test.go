@@ -309,10 +309,12 @@ func TestNonSecretBlobReadAndHash(t *testing.T) {
 
 func TestSecretBlobUnreadable(t *testing.T) {
 	n := newNode(t, guest.Config{})
-	out := n.mustCall(t, "guest.secret", map[string]any{"value": canary})
-	for _, k := range []string{"read", "sha256", "hash", "readAll"} {
-		if out[k] != protocol.CodeForbidden {
-			t.Errorf("%s on a secret blob: %v, want FORBIDDEN", k, out[k])
+	for _, method := range []string{"guest.secret", "guest.vaultlike"} {
+		out := n.mustCall(t, method, map[string]any{"value": canary})
+		for _, k := range []string{"read", "sha256", "hash", "readAll"} {
+			if out[k] != protocol.CodeForbidden {
+				t.Errorf("%s: %s on a secret blob: %v, want FORBIDDEN", method, k, out[k])
+			}
 		}
 	}
 	// Nor can the module hand it back as an output blob.
@@ -322,6 +324,17 @@ func TestSecretBlobUnreadable(t *testing.T) {
 	}
 	if b, _ := json.Marshal(perr); bytes.Contains(b, []byte(canary)) {
 		t.Fatal("the canary reached an error")
+	}
+	// A host call not declared to consume secrets (fs.write) does not see
+	// the blob, so it cannot land in a file a later fs.read would bring
+	// into the guest.
+	p := filepath.Join(n.dir, "leak.txt")
+	out := n.mustCall(t, "guest.secretwrite", map[string]any{"value": canary, "path": p})
+	if out["write"] != protocol.CodeInvalidParams {
+		t.Fatalf("fs.write of a secret blob: %v", out)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("fs.write of a secret blob created the file: %v", err)
 	}
 	// The vault's own value blob (capability "secrets") is secret without
 	// the flag, and vault.set still reads it.
@@ -404,6 +417,21 @@ func (f fakeCall) Invocation() hostcalls.Invocation  { return hostcalls.Invocati
 func (f fakeCall) Blob(id uint32) ([]byte, bool)     { b, ok := f.blobs[id]; return b, ok }
 func (f fakeCall) PutBlob(b []byte) uint32           { return 0 }
 func (f fakeCall) Await(done <-chan struct{}) uint32 { return 0 }
+
+// log.write has no field through which a blob (a secret's bytes) could
+// reach a record: anything but level and message is refused.
+func TestLogTakesNoBlob(t *testing.T) {
+	g := guest.New(guest.Config{})
+	for _, hc := range g.Table() {
+		if hc.Name != guestcall.LogWrite {
+			continue
+		}
+		_, err := hc.Func(context.Background(), fakeCall{module: "m"}, []byte(`{"level":"info","message":"x","blob":1}`))
+		if pe := protocol.AsError(err); pe == nil || pe.Code != protocol.CodeInvalidParams {
+			t.Fatalf("log.write with a blob field: %v", err)
+		}
+	}
+}
 
 func TestBlobsRefusedWithoutBlobKeeper(t *testing.T) {
 	g := guest.New(guest.Config{})

@@ -20,14 +20,17 @@ import (
 //go:wasmimport lemon fs.read
 func fsRead(ptr, size uint32) uint64
 
+//go:wasmimport lemon fs.write
+func fsWrite(ptr, size uint32) uint64
+
 func main() {}
 
 func init() {
-	calls := append(append(append([]string{"fs.read"}, log.HostCalls...), blob.HostCalls...), config.HostCalls...)
+	calls := append(append(append([]string{"fs.read", "fs.write"}, log.HostCalls...), blob.HostCalls...), config.HostCalls...)
 	data := map[string]sdk.BlobSpec{"dataBase64": {Encoding: "base64", MaxBytes: 2 << 20}}
 	sdk.Serve(sdk.Manifest{
 		Family: "guestmod", Version: "0.0.1",
-		Capabilities: []string{"hostinfo", "read"},
+		Capabilities: []string{"hostinfo", "read", "write", "secrets"},
 		HostCalls:    calls,
 		Methods: []sdk.MethodSpec{
 			{Name: "guest.log", Version: 1, Capability: "hostinfo"},
@@ -40,20 +43,27 @@ func init() {
 				InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: 1024, Secret: true}}},
 			{Name: "guest.secretout", Version: 1, Capability: "hostinfo",
 				InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: 1024, Secret: true}}},
+			// Input blobs of a method needing "secrets" are secret without the flag.
+			{Name: "guest.vaultlike", Version: 1, Capability: "secrets",
+				InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: 1024}}},
+			{Name: "guest.secretwrite", Version: 1, Capability: "write",
+				InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: 1024, Secret: true}}},
 			{Name: "guest.config", Version: 1, Capability: "hostinfo"},
 			{Name: "guest.checksum", Version: 1, Capability: "read"},
 		},
 	}, map[string]sdk.Handler{
-		"guest.log":       logOne,
-		"guest.logmany":   logMany,
-		"guest.panic":     panicNow,
-		"guest.read":      read,
-		"guest.sha256":    sum,
-		"guest.hashtwice": hashTwice,
-		"guest.secret":    secret,
-		"guest.secretout": secretOut,
-		"guest.config":    settings,
-		"guest.checksum":  checksum,
+		"guest.log":         logOne,
+		"guest.logmany":     logMany,
+		"guest.panic":       panicNow,
+		"guest.read":        read,
+		"guest.sha256":      sum,
+		"guest.hashtwice":   hashTwice,
+		"guest.secret":      secret,
+		"guest.secretout":   secretOut,
+		"guest.secretwrite": secretWrite,
+		"guest.vaultlike":   secret,
+		"guest.config":      settings,
+		"guest.checksum":    checksum,
 	})
 }
 
@@ -188,6 +198,19 @@ func secretOut(req *sdk.Request) (*sdk.Result, error) {
 	return &sdk.Result{Payload: map[string]any{}, Blobs: map[string]uint32{"value": req.Blobs["value"].ID}}, nil
 }
 
+// secretWrite tries to land a secret blob in a file (which fs.read could
+// then bring into the guest) and reports fs.write's error code.
+func secretWrite(req *sdk.Request) (*sdk.Result, error) {
+	var p struct {
+		Path string `json:"path"`
+	}
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	err := sdk.Call(fsWrite, protocol.FSWriteCall{Path: p.Path, Blob: req.Blobs["value"].ID}, nil)
+	return &sdk.Result{Payload: map[string]string{"write": codeOf(err)}}, nil
+}
+
 func settings(req *sdk.Request) (*sdk.Result, error) {
 	s, err := config.Get()
 	if err != nil {
@@ -228,4 +251,3 @@ func checksum(req *sdk.Request) (*sdk.Result, error) {
 	}
 	return &sdk.Result{Payload: map[string]any{"sha256": d.SHA256, "size": d.Size, "chunks": chunks}}, nil
 }
-
