@@ -32,6 +32,34 @@ var (
 	settingKeyRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 )
 
+// UnmarshalTOML takes the [modules] table: every entry must itself be a
+// table (the decoder would otherwise turn "x = 1" into an empty table).
+func (m *ModuleSettings) UnmarshalTOML(v any) error {
+	top, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("modules must be a table of [modules.<family>] tables")
+	}
+	out := ModuleSettings{}
+	for family, t := range top {
+		table, ok := t.(map[string]any)
+		if !ok {
+			return fmt.Errorf("modules.%s must be a table", familyLabel(family))
+		}
+		out[family] = table
+	}
+	*m = out
+	return nil
+}
+
+// familyLabel returns a family name as is when it is a valid name,
+// else quoted.
+func familyLabel(s string) string {
+	if settingFamilyRE.MatchString(s) {
+		return s
+	}
+	return fmt.Sprintf("%q", s)
+}
+
 // Validate checks names, value types and sizes, naming the offending
 // table and key.
 func (m ModuleSettings) Validate() error {
