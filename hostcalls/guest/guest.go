@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -44,6 +45,8 @@ type Config struct {
 	// 0 takes guestcall.LogPerSecond and guestcall.LogBurst.
 	LogPerSecond float64
 	LogBurst     int
+	// Now is the rate limiter's clock; nil = time.Now (tests).
+	Now func() time.Time
 }
 
 // Guest is the family. It is safe for concurrent use.
@@ -63,6 +66,9 @@ func New(cfg Config) *Guest {
 	}
 	if cfg.LogBurst <= 0 {
 		cfg.LogBurst = guestcall.LogBurst
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Guest{cfg: cfg, limiters: map[string]*rate.Limiter{},
 		dropped: map[string]uint64{}, unshown: map[string]uint64{}}
@@ -134,7 +140,7 @@ func (g *Guest) hcLog(ctx context.Context, call hostcalls.Call, args []byte) ([]
 		l = rate.NewLimiter(rate.Limit(g.cfg.LogPerSecond), g.cfg.LogBurst)
 		g.limiters[module] = l
 	}
-	if !l.Allow() {
+	if !l.AllowN(g.cfg.Now(), 1) {
 		g.dropped[module]++
 		n := g.dropped[module]
 		g.unshown[module]++

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"lemon/host"
 	"lemon/host/hosttest"
@@ -51,7 +52,7 @@ type node struct {
 
 // newNode is a host over real fs, vault and guest families with the
 // guestmod, guestmod2 and secrets modules loaded, logging JSON at debug.
-func newNode(t *testing.T, gcfg guest.Config) *node {
+func newNode(t testing.TB, gcfg guest.Config) *node {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -94,7 +95,7 @@ func newNode(t *testing.T, gcfg guest.Config) *node {
 	return &node{h: h, g: g, logs: logs, dir: dir}
 }
 
-func (n *node) call(t *testing.T, method string, params any) (map[string]any, *protocol.Error) {
+func (n *node) call(t testing.TB, method string, params any) (map[string]any, *protocol.Error) {
 	t.Helper()
 	args, err := json.Marshal(params)
 	if err != nil {
@@ -112,7 +113,7 @@ func (n *node) call(t *testing.T, method string, params any) (map[string]any, *p
 	return out, nil
 }
 
-func (n *node) mustCall(t *testing.T, method string, params any) map[string]any {
+func (n *node) mustCall(t testing.TB, method string, params any) map[string]any {
 	t.Helper()
 	out, perr := n.call(t, method, params)
 	if perr != nil {
@@ -446,5 +447,43 @@ func TestBlobsRefusedWithoutBlobKeeper(t *testing.T) {
 		if pe := protocol.AsError(err); pe == nil || pe.Code != protocol.CodeForbidden {
 			t.Fatalf("blob.sha256 through a foreign Call: %v", err)
 		}
+	}
+}
+
+// TestLogDropsAreReported: the first record kept after drops says how
+// many were dropped (a fixed clock, advanced by hand).
+func TestLogDropsAreReported(t *testing.T) {
+	logs := &hosttest.LogBuffer{}
+	now := time.Unix(1000, 0)
+	g := guest.New(guest.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil)), LogPerSecond: 1, LogBurst: 2,
+		Now: func() time.Time { return now }})
+	var write hostcalls.Func
+	for _, hc := range g.Table() {
+		if hc.Name == guestcall.LogWrite {
+			write = hc.Func
+		}
+	}
+	logged := func() bool {
+		b, err := write(context.Background(), fakeCall{module: "m"}, []byte(`{"level":"info","message":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r guestcall.LogResult
+		json.Unmarshal(b, &r)
+		return r.Logged
+	}
+	if !logged() || !logged() || logged() || logged() {
+		t.Fatal("a bucket of 2 did not keep exactly the first 2")
+	}
+	now = now.Add(time.Second) // one token back
+	if !logged() {
+		t.Fatal("no token after a second")
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[2], `"droppedBefore":2`) || strings.Contains(lines[1], "droppedBefore") {
+		t.Fatalf("records:\n%s", logs)
+	}
+	if g.Dropped("m") != 2 {
+		t.Fatalf("dropped = %d", g.Dropped("m"))
 	}
 }
