@@ -151,7 +151,7 @@ func (g *Gate) admitMethod(inv *invocation, capability string) *protocol.Error {
 // call passes one host call through the gate.
 func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall, args []byte) ([]byte, *protocol.Error) {
 	module := inv.mod.family
-	if !inv.caps[hc.Capability] {
+	if hc.Capability != hostcalls.CapNone && !inv.caps[hc.Capability] {
 		g.record(inv, hc.Name, "capability_denied", 0)
 		return nil, errForbiddenCap
 	}
@@ -175,7 +175,7 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 		return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed before the host call")
 	}
 	start := time.Now()
-	out, err := hc.Func(ctx, inv, args)
+	out, err := hc.Func(ctx, gatedCall{inv, hc.SecretBlobs}, args)
 	elapsed := time.Since(start)
 	if err != nil {
 		pe := protocol.AsError(err)

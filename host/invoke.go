@@ -34,13 +34,17 @@ type invocation struct {
 
 	mu       sync.Mutex
 	blobs    map[uint32][]byte
+	secret   map[uint32]bool // secret input blobs (hostcalls.BlobKeeper)
 	nextBlob uint32
 	awaits   map[uint32]<-chan struct{}
 	nextWait uint32
 	pending  []byte
 }
 
-var _ hostcalls.Call = (*invocation)(nil)
+var (
+	_ hostcalls.Call       = (*invocation)(nil)
+	_ hostcalls.BlobKeeper = (*invocation)(nil)
+)
 
 type invocationKey struct{}
 
@@ -66,6 +70,51 @@ func (inv *invocation) PutBlob(b []byte) uint32 {
 	inv.nextBlob++
 	inv.blobs[inv.nextBlob] = b
 	return inv.nextBlob
+}
+
+// putSecretBlob stores an input blob whose bytes are a secret.
+func (inv *invocation) putSecretBlob(b []byte) uint32 {
+	id := inv.PutBlob(b)
+	inv.mu.Lock()
+	if inv.secret == nil {
+		inv.secret = map[uint32]bool{}
+	}
+	inv.secret[id] = true
+	inv.mu.Unlock()
+	return id
+}
+
+// BlobSecret reports whether blob id is a secret input blob.
+func (inv *invocation) BlobSecret(id uint32) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.secret[id]
+}
+
+// DropBlob forgets blob id.
+func (inv *invocation) DropBlob(id uint32) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	_, ok := inv.blobs[id]
+	delete(inv.blobs, id)
+	delete(inv.secret, id)
+	return ok
+}
+
+// gatedCall is what a host call's Func sees of the invocation: secret
+// blobs are hidden from Blob unless the host call is declared to consume
+// them (hostcalls.HostCall.SecretBlobs), so no path (fs.write, spawn
+// stdin, blob.read) carries a secret's bytes back into a guest.
+type gatedCall struct {
+	*invocation
+	secrets bool
+}
+
+func (c gatedCall) Blob(id uint32) ([]byte, bool) {
+	if !c.secrets && c.BlobSecret(id) {
+		return nil, false
+	}
+	return c.invocation.Blob(id)
 }
 
 func (inv *invocation) Await(done <-chan struct{}) uint32 {
@@ -218,6 +267,7 @@ func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Ou
 		if errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded {
 			return nil, protocol.Errorf(protocol.CodeTimeout, "request deadline passed")
 		}
+		h.logTrap(ctx, mod, in, inst)
 		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module trapped")
 	}
 	mod.pool.put(ctx, inst)
@@ -302,7 +352,13 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 		if len(b) > spec.MaxBytes {
 			return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
 		}
-		blobs[field] = abi.Blob{ID: inv.PutBlob(b), Size: len(b)}
+		id := uint32(0)
+		if spec.Secret || inv.mod.methodSpecs[inv.method].Capability == hostcalls.CapSecrets {
+			id = inv.putSecretBlob(b)
+		} else {
+			id = inv.PutBlob(b)
+		}
+		blobs[field] = abi.Blob{ID: id, Size: len(b)}
 	}
 	return protocol.AppendObject(nil, kept), blobs, nil
 }
@@ -313,6 +369,9 @@ func (inv *invocation) finishPayload(out *abi.Output) (json.RawMessage, *protoco
 	payload := out.Payload
 	if out.PayloadBlob != 0 {
 		b, ok := inv.Blob(out.PayloadBlob)
+		if inv.BlobSecret(out.PayloadBlob) {
+			return nil, errSecretOutput
+		}
 		trimmed := bytes.TrimSpace(b)
 		if !ok || len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
 			return nil, protocol.Errorf(protocol.CodeInternal, "module returned an invalid payload blob")
@@ -349,6 +408,9 @@ func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[stri
 		if !ok {
 			return nil, protocol.Errorf(protocol.CodeInternal, "module referenced an unknown blob")
 		}
+		if inv.BlobSecret(id) {
+			return nil, errSecretOutput
+		}
 		fields = append(fields, field)
 		extra += base64.StdEncoding.EncodedLen(len(b)) + len(field) + 8
 	}
@@ -364,6 +426,10 @@ func (inv *invocation) encodeOutputBlobs(payload json.RawMessage, blobs map[stri
 	}
 	return protocol.AppendObject(nil, kept), nil
 }
+
+// errSecretOutput refuses a result that would hand a secret input blob
+// back to the caller.
+var errSecretOutput = protocol.Errorf(protocol.CodeInternal, "module returned a secret blob")
 
 // safeFieldName returns k when it looks like a field name, else "?": a
 // key is request content and only an identifier may be echoed.

@@ -35,6 +35,7 @@ func (m *Module) Manifest() Manifest { return m.manifest }
 // instance is one live module instance; one invocation at a time.
 type instance struct {
 	mod    api.Module
+	stderr *tailBuffer // this instance's stderr, emptied per invocation
 	malloc api.Function
 	invoke api.Function
 	calls  int
@@ -59,11 +60,12 @@ func newPool(m *Module, size int) *pool {
 // instantiate creates a fresh instance (not counted against slots: the
 // caller holds one).
 func (p *pool) instantiate(ctx context.Context) (*instance, error) {
-	mod, err := p.m.host.runtime.InstantiateModule(context.WithoutCancel(ctx), p.m.compiled, moduleConfig())
+	stderr := &tailBuffer{}
+	mod, err := p.m.host.runtime.InstantiateModule(context.WithoutCancel(ctx), p.m.compiled, moduleConfig().WithStderr(stderr))
 	if err != nil {
 		return nil, err
 	}
-	inst := &instance{mod: mod, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke")}
+	inst := &instance{mod: mod, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke")}
 	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing ABI exports")
@@ -189,6 +191,9 @@ func describe(ctx context.Context, inst *instance) (Manifest, error) {
 
 // call runs one lemon_invoke on inst with input JSON.
 func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
+	if inst.stderr != nil {
+		inst.stderr.reset()
+	}
 	r, err := inst.malloc.Call(ctx, uint64(len(input)))
 	if err != nil {
 		return nil, err

@@ -27,6 +27,15 @@ const (
 	CapSecrets  = "secrets"  // write-only vault
 )
 
+// CapNone marks a host call that needs no capability: its effect stays
+// inside the invocation (reading the invocation's own blobs, writing a
+// bounded guest log record, reading the module's own settings). A module
+// still lists the call in its manifest's HostCalls, but declares no
+// capability for it, and no ceiling or execution context removes it. It
+// is not a capability a module or ceiling names (docs/PLUGINS.md,
+// "Logging, panics, blobs and settings").
+const CapNone = "none"
+
 // AllCapabilities lists every capability a host call requires, in a
 // stable order. Capabilities are open (docs/POLICY.md, "Capabilities"): a
 // module may declare names of its own besides these (e.g. "kv"), which
@@ -57,6 +66,9 @@ var capabilityRE = regexp.MustCompile(CapabilityPattern)
 func CheckCapability(name string) error {
 	if name == CapAll {
 		return fmt.Errorf("capability %q is reserved (it means every capability)", name)
+	}
+	if name == CapNone {
+		return fmt.Errorf("capability %q is reserved (it marks host calls that need no capability)", name)
 	}
 	if !capabilityRE.MatchString(name) {
 		if len(name) > 64 || !printableASCII(name) {
@@ -129,6 +141,24 @@ type HostCall struct {
 	Audit AuditClass
 	// Func does the work.
 	Func Func
+	// SecretBlobs lets the call read secret blobs (vault value blobs) with
+	// Call.Blob. For every other host call the gate hides them: Blob
+	// answers false, and BlobSecret says why (docs/SECRETS.md).
+	SecretBlobs bool
+}
+
+// BlobKeeper is implemented by the host's Call: the secrecy of a blob and
+// a way to forget one. Families that hand blob bytes to a guest refuse a
+// blob for which BlobSecret is true; a Call that does not implement
+// BlobKeeper offers no blob to such families.
+type BlobKeeper interface {
+	// BlobSecret reports whether blob id exists and is secret: an input
+	// blob of a method declared secret (abi.BlobSpec.Secret) or of a
+	// method needing capability "secrets".
+	BlobSecret(id uint32) bool
+	// DropBlob forgets blob id (freeing its bytes before the invocation
+	// ends) and reports whether it existed.
+	DropBlob(id uint32) bool
 }
 
 // Call is what a host call sees of the invocation that made it.

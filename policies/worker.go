@@ -47,6 +47,10 @@ const (
 //	[vault]
 //	key_file = "/etc/lemon/vault.key"  # 0600, 32 bytes (raw or hex); or:
 //	key_env = "LEMON_VAULT_KEY"
+//
+//	[modules.checksum]            # settings for module family "checksum" only (modules.go)
+//	algorithm = "sha256"
+//	max_files = 100
 type Worker struct {
 	DefaultCwd      string      `toml:"default_cwd"`
 	AllowedRoots    []string    `toml:"allowed_roots"`
@@ -58,6 +62,9 @@ type Worker struct {
 	Pool            WorkerPool  `toml:"pool"`
 	RateLimits      []RateLimit `toml:"rate_limits"`
 	Vault           VaultKey    `toml:"vault"`
+	// Modules holds each module family's settings, delivered to that
+	// module only (config.get; modules.go).
+	Modules ModuleSettings `toml:"modules"`
 }
 
 // StringSet is a list that may also be the string "all". Unset (nil All
@@ -228,7 +235,7 @@ func (w *Worker) Validate() error {
 	if w.Vault.KeyFile != "" && w.Vault.KeyEnv != "" {
 		return fmt.Errorf("vault: give key_file or key_env, not both")
 	}
-	return nil
+	return w.Modules.Validate()
 }
 
 // CheckRateTargets refuses a rate rule that can match no host call, so a
@@ -333,6 +340,7 @@ func Restrict(a, b *Worker) *Worker {
 	if out.Vault == (VaultKey{}) {
 		out.Vault = b.Vault
 	}
+	out.Modules = a.Modules.merge(b.Modules)
 	return &out
 }
 
@@ -409,6 +417,7 @@ func (w *Worker) String() string {
 	} else if w.Vault.KeyEnv != "" {
 		fmt.Fprintf(&b, "\n[vault]\nkey_env = %s\n", q(w.Vault.KeyEnv))
 	}
+	w.Modules.write(&b)
 	return b.String()
 }
 

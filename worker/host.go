@@ -73,7 +73,7 @@ func NewNodeHost(o HostOptions) (*NodeHost, error) {
 	fams, err := families.Build(families.Config{
 		DefaultCwd: o.DefaultCwd, Roots: o.Roots, StateDir: o.StateDir,
 		LemonVersion: version.Version, Policy: o.Policy, MaxReadChunk: ReadChunkFor(o.MaxPayload),
-		MaxPayload: o.MaxPayload,
+		MaxPayload: o.MaxPayload, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -47,9 +47,15 @@ type MethodSpec struct {
 
 // BlobSpec: Encoding "base64" (strict standard base64) or "string" (the
 // JSON string's UTF-8 bytes); MaxBytes bounds the decoded size in bytes.
+// Secret marks the field's bytes as a secret: no host call hands them to
+// a guest (blob.read, blob.sha256 refuse them FORBIDDEN), only host calls
+// declared to consume secrets (vault.set) read them, and the module
+// cannot return them as an output blob. Input blobs of a method needing
+// capability "secrets" are secret whether or not the flag is set.
 type BlobSpec struct {
 	Encoding string `json:"encoding"`
 	MaxBytes int    `json:"maxBytes"`
+	Secret   bool   `json:"secret,omitempty"`
 }
 
 // Blob is a handle to host-side bytes and their size in bytes.

@@ -7,6 +7,7 @@ package families
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"lemon/hostcalls"
@@ -34,6 +35,9 @@ type Config struct {
 	// MaxPayload is the node's advertised frame cap in bytes (default
 	// 1 MiB); process output is budgeted so a receipt fits it.
 	MaxPayload int
+	// Logger is the node's logger; guest log records (log.write) go to it.
+	// nil drops them.
+	Logger *slog.Logger
 }
 
 // Set is the assembled families.

@@ -21,7 +21,7 @@ func TestBuildAllFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if want := []string{"sysinfo", "fs", "store", "spawn", "vault"}; !reflect.DeepEqual(s.Families, want) {
+	if want := []string{"sysinfo", "fs", "store", "spawn", "vault", "guest"}; !reflect.DeepEqual(s.Families, want) {
 		t.Fatalf("families = %v, want %v", s.Families, want)
 	}
 	names := map[string]bool{}

@@ -61,7 +61,7 @@ type ReceiptArgs struct {
 func (v *Vault) Table() hostcalls.Table {
 	return hostcalls.Table{
 		{Name: HostCallSet, Params: []string{"name", "valueBlob", "operationId"},
-			Capability: hostcalls.CapSecrets, Audit: hostcalls.AuditMutation, Func: v.hcSet},
+			Capability: hostcalls.CapSecrets, Audit: hostcalls.AuditMutation, Func: v.hcSet, SecretBlobs: true},
 		{Name: HostCallList, Params: []string{},
 			Capability: hostcalls.CapSecrets, Audit: hostcalls.AuditRead, Func: v.hcList},
 		{Name: HostCallListPayload, Params: []string{},

@@ -1,0 +1,38 @@
+package sdk
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"lemon/protocol"
+)
+
+// CallRaw makes a host call whose result is raw bytes rather than JSON
+// (blob.read): args is marshalled to JSON (nil sends {}), the result comes
+// back unparsed. A host error comes back as *protocol.Error.
+func CallRaw(fn ImportFunc, args any) ([]byte, error) {
+	in := []byte("{}")
+	if args != nil {
+		var err error
+		if in, err = json.Marshal(args); err != nil {
+			return nil, fmt.Errorf("sdk: marshal host-call args: %w", err)
+		}
+	}
+	return CallBytes(fn, in)
+}
+
+// CallBytes makes a host call with args already encoded as JSON and
+// returns the result unparsed, for wrappers that avoid guest-side
+// reflection (about 1 µs a byte). A host error comes back as
+// *protocol.Error.
+func CallBytes(fn ImportFunc, args []byte) ([]byte, error) {
+	status, res := callImport(fn, args)
+	if status != 0 {
+		var pe protocol.Error
+		if err := json.Unmarshal(res, &pe); err != nil || pe.Code == "" {
+			return nil, protocol.Errorf(protocol.CodeInternal, "host call failed")
+		}
+		return nil, &pe
+	}
+	return res, nil
+}
