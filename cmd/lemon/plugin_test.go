@@ -80,22 +80,12 @@ func offlineGo(t *testing.T) {
 
 // scaffoldAndBuild runs `plugin new NAME` and `plugin build` offline and
 // returns the scaffold directory and the module's path.
-func scaffoldAndBuild(t *testing.T, name string, edit func(mainGo string) string) (string, string) {
+func scaffoldAndBuild(t *testing.T, name string) (string, string) {
 	t.Helper()
 	base := t.TempDir()
 	dir := filepath.Join(base, name)
 	if code, out, errOut := pluginT("new", name, "--dir", dir); code != 0 || !strings.Contains(out, "lemon plugin build") {
 		t.Fatalf("plugin new: exit %d\n%s%s", code, out, errOut)
-	}
-	if edit != nil {
-		p := filepath.Join(dir, "main.go")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(edit(string(b))), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	wasm := filepath.Join(base, name+".wasm")
 	code, out, errOut := pluginT("build", dir, "-o", wasm)
@@ -111,7 +101,7 @@ func scaffoldAndBuild(t *testing.T, name string, edit func(mainGo string) string
 // exported built-in set that lemon dev --module-set serves.
 func TestScaffoldBuildsOfflineRunsAndJoinsASet(t *testing.T) {
 	offlineGo(t)
-	dir, wasm := scaffoldAndBuild(t, "echoer", nil)
+	dir, wasm := scaffoldAndBuild(t, "echoer")
 
 	// The manifest declares the method with the shared shapes.
 	code, out, errOut := pluginT("inspect", wasm)
