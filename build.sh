@@ -39,7 +39,7 @@ build_sdk() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/lemon-sdk.XXXXXX")
   trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   local fmt='{{if not .Standard}}{{.ImportPath}} {{.Dir}} {{join .GoFiles " "}}{{end}}'
-  { GOOS=wasip1 GOARCH=wasm go list -deps -f "$fmt" ./plugins/sdk; go list -deps -f "$fmt" ./plugins/sdk; } |
+  { GOOS=wasip1 GOARCH=wasm go list -deps -f "$fmt" ./plugins/sdk ./protocol; go list -deps -f "$fmt" ./plugins/sdk ./protocol; } |
     while read -r path dir files; do
       [ -n "$path" ] || continue
       case "$path" in

@@ -12,8 +12,7 @@ import (
 	"lemon/host/moduleset/defaultset"
 )
 
-// The `lemon modules` dispatcher below knows only export; the status view
-// (`lemon modules` with no subcommand) lives in modules.go when present.
+// `lemon modules export DIR`. The dispatcher below knows only export.
 func init() {
 	register("modules", "module sets: export the built-in set", runModules)
 	setUsage("modules", modulesUsage)

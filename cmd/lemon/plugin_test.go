@@ -257,9 +257,14 @@ func devServesSet(t *testing.T, set, digest string) {
 	}
 }
 
+// modulesT runs `lemon modules export ARGS...` (modulesExport, not the
+// `lemon modules` dispatcher, which another file may own).
 func modulesT(args ...string) (int, string, string) {
+	if len(args) == 0 || args[0] != "export" {
+		panic("modulesT runs export only")
+	}
 	var o, e bytes.Buffer
-	code := modulesMain(args, &o, &e)
+	code := modulesExport(args[1:], &o, &e)
 	return code, o.String(), e.String()
 }
 
@@ -299,8 +304,8 @@ func TestModulesExportIsByteIdenticalAndManifestWriterMatchesMkset(t *testing.T)
 		t.Fatalf("export --force: exit %d, stderr %q", code, errOut)
 	}
 	want, _ := iofs.ReadFile(embedded, moduleset.ManifestFile)
-	if code, _, errOut := modulesT("frob"); code != 2 || !strings.Contains(errOut, "lemon modules export DIR") {
-		t.Fatalf("modules frob: exit %d, stderr %q", code, errOut)
+	if code, _, errOut := modulesT("export"); code != 2 || !strings.Contains(errOut, "usage: lemon modules export DIR") {
+		t.Fatalf("modules export without DIR: exit %d, stderr %q", code, errOut)
 	}
 	if err := os.Remove(filepath.Join(dir, moduleset.ManifestFile)); err != nil {
 		t.Fatal(err)
