@@ -32,7 +32,8 @@ Loads the module into a local in-process host (the node's real host and
 gate, no controller and no network) and runs one call, as a node would.
 The payload is printed as JSON on stdout (exit 0); an error is printed as
 its error object JSON on stderr (exit 1); a usage or load error exits 2
-or 1. PARAMS_JSON is a JSON object ("-" reads it from stdin; default {}).
+or 1. PARAMS_JSON is a JSON object of at most 1 MiB ("-" reads it from
+stdin; default {}).
 A missing "nodeId" is filled in with --node-id.
 
   --cwd DIR            the node's default cwd (default: the current directory)
@@ -80,6 +81,9 @@ func pluginRun(args []string, stdout, stderr io.Writer) int {
 		} else {
 			params = []byte(pos[2])
 		}
+	}
+	if len(params) > protocol.DefaultMaxPayload {
+		return fail(2, fmt.Errorf("PARAMS_JSON is larger than %d bytes (the default frame cap)", protocol.DefaultMaxPayload))
 	}
 	if params, err = withNodeID(params, *nodeID); err != nil {
 		return fail(2, err)

@@ -78,6 +78,22 @@ func TestPluginRunUsesTheChosenCwdRootsAndCeiling(t *testing.T) {
 	if code, _, errOut := pluginT("run", fsMod, "node.fs.stat", `{}`, "--allowed-root", filepath.Join(tmp, "missing")); code != 2 || !strings.Contains(errOut, "--allowed-root") {
 		t.Fatalf("missing root: exit %d, stderr %s", code, errOut)
 	}
+	// PARAMS_JSON up to the 1 MiB frame cap reaches the module; one byte
+	// more is refused before the host is built.
+	pad := func(n int) string {
+		head := `{"nodeId":"local","path":"`
+		return head + strings.Repeat("p", n-len(head)-2) + `"}`
+	}
+	at := pad(protocol.DefaultMaxPayload)
+	if len(at) != protocol.DefaultMaxPayload {
+		t.Fatalf("pad: %d bytes", len(at))
+	}
+	if code, _, errOut := pluginT("run", fsMod, "node.fs.stat", at, "--cwd", root); code != 1 || !strings.HasPrefix(errOut, `{"code":"INVALID_PARAMS"`) {
+		t.Fatalf("params of exactly 1 MiB: exit %d, stderr %.200s", code, errOut)
+	}
+	if code, _, errOut := pluginT("run", fsMod, "node.fs.stat", pad(protocol.DefaultMaxPayload+1), "--cwd", root); code != 2 || !strings.Contains(errOut, "larger than 1048576 bytes") {
+		t.Fatalf("params of 1 MiB + 1: exit %d, stderr %.200s", code, errOut)
+	}
 	if code, _, _ := pluginT("run", fsMod); code != 2 {
 		t.Fatalf("no method: exit %d", code)
 	}
