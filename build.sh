@@ -30,7 +30,33 @@ build_modules() {
   cp "$tmp/manifest.json" "$SET/.manifest.json.new" && mv -f "$SET/.manifest.json.new" "$SET/manifest.json"
 }
 
+# build_sdk copies the guest-side SDK (plugins/sdk and every lemon package
+# it imports, for wasip1 and for the native build) into cmd/lemon so
+# bin/lemon embeds it and `lemon plugin new` scaffolds offline. It refuses
+# a non-stdlib dependency: a scaffold cannot fetch one.
+build_sdk() {
+  local dst=cmd/lemon/internal/sdkembed/_sdk tmp
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/lemon-sdk.XXXXXX")
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
+  local fmt='{{if not .Standard}}{{.ImportPath}} {{.Dir}} {{join .GoFiles " "}}{{end}}'
+  { GOOS=wasip1 GOARCH=wasm go list -deps -f "$fmt" ./plugins/sdk ./protocol; go list -deps -f "$fmt" ./plugins/sdk ./protocol; } |
+    while read -r path dir files; do
+      [ -n "$path" ] || continue
+      case "$path" in
+        lemon/*) ;;
+        *) echo "build.sh: the plugin SDK imports $path, which is not stdlib or lemon" >&2; return 1 ;;
+      esac
+      mkdir -p "$tmp/tree/${path#lemon/}"
+      for f in $files; do cp "$dir/$f" "$tmp/tree/${path#lemon/}/$f"; done
+    done
+  go list -m -f '{{.GoVersion}}' >"$tmp/GOVERSION"
+  rm -rf "$dst/tree" "$dst/GOVERSION"
+  mv "$tmp/tree" "$dst/tree"
+  mv "$tmp/GOVERSION" "$dst/GOVERSION"
+}
+
 build_binary() {
+  build_sdk
   mkdir -p bin
   go build -trimpath -o bin/lemon ./cmd/lemon
 }

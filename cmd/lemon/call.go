@@ -24,6 +24,7 @@ func init() {
 		defer stop()
 		return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	})
+	setUsage("call", callUsage)
 }
 
 // Operator CLI defaults shared by call and nodes.

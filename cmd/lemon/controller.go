@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"lemon/controller"
-	"lemon/host/moduleset/defaultset"
 	"lemon/policies"
 	"lemon/version"
 )
@@ -21,7 +20,26 @@ func init() {
 	register("controller", "run the controller (/ws for operators and nodes)", func(args []string) int {
 		return runController(args, os.Getenv, os.Stderr)
 	})
+	setUsage("controller", controllerUsage)
 }
+
+const controllerUsage = `usage: lemon controller [--listen ADDR] [--policy controller.toml] [--tls-cert FILE --tls-key FILE]
+                        [--state DIR] [--session-ttl DURATION] [--module-set DIR]
+
+Serves /ws for operators and nodes until SIGINT or SIGTERM.
+
+  --listen ADDR        address to listen on (default: the policy's listen, else 127.0.0.1:7777)
+  --policy FILE        controller policy TOML file
+  --tls-cert, --tls-key  PEM certificate and key: serve wss://
+  --state DIR          state directory for the durable registry (default: the policy's state_dir,
+                       else memory only)
+  --session-ttl D      lifetime of a paired node's session, 1s to 168h (default 168h)
+  --module-set DIR     pinned module-set directory (default: the policy's module_set, else the set
+                       built into this binary; 'lemon modules export DIR' writes that one)
+
+The operator token comes from LEMON_CONTROL_PLANE_OPERATOR_TOKEN or the policy's [[operators]];
+without one the controller listens on loopback only.
+`
 
 // runController is `lemon controller`: it serves until SIGINT or SIGTERM.
 // Messages go to stderr; the exit code is 0, 1 (failure) or 2 (usage).
@@ -85,7 +103,7 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 		// docs/PROTOCOL.md, "Module set": nodes serve only what the controller pins. Without a
 		// module_set in the policy the controller pins the set built into
 		// this binary.
-		m, mods, err := defaultset.Load()
+		m, mods, err := loadModuleSet("")
 		if err != nil {
 			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 			return 1

@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"lemon/controller"
-	"lemon/host/moduleset/defaultset"
 	"lemon/policies"
 	"lemon/protocol"
 	"lemon/version"
@@ -29,15 +28,20 @@ func init() {
 		defer stop()
 		return runDev(ctx, args, os.Getenv, os.Stdout, os.Stderr)
 	})
+	setUsage("dev", devUsage)
 }
 
 const devUsage = `usage: lemon dev [--listen 127.0.0.1:PORT] [--name NAME] [--cwd DIR] [--allowed-root DIR]...
-                 [--capabilities LIST] [--policy worker.toml] [--state DIR]
+                 [--capabilities LIST] [--policy worker.toml] [--state DIR] [--module-set DIR]
 
 Runs a controller on a loopback address and one node (default cwd: the
 current directory) joined to it with an interim node token, and prints the
 operator token (LEMON_CONTROL_PLANE_OPERATOR_TOKEN, or a generated one) with
 a lemon call line to try. Ctrl-C stops both.
+
+--module-set DIR pins that module-set directory (manifest.json plus modules,
+as 'lemon modules export DIR' and 'lemon plugin build --set DIR' write it)
+instead of the set built into this binary; the node starts on it too.
 `
 
 func randomToken(prefix string) string {
@@ -58,6 +62,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.capabilities, "capabilities", "", "capability ceiling (default: the policy's, else all)")
 	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
 	fs.StringVar(&o.state, "state", "", "node state directory (default: ~/.lemon/dev/NAME)")
+	setDir := fs.String("module-set", "", "module-set directory to pin (default: the set built into this binary)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,7 +76,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	m, mods, err := defaultset.Load()
+	m, mods, err := loadModuleSet(*setDir)
 	if err != nil {
 		return fail(err)
 	}

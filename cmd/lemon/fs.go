@@ -23,6 +23,7 @@ import (
 
 func init() {
 	register("fs", "file operations on a node: ls, stat, mv, rm, get, put", runFS)
+	setUsage("fs", fsUsage)
 }
 
 const fsUsage = `usage: lemon fs [--controller URL] COMMAND NODE ARGS...

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 )
@@ -25,28 +26,55 @@ func register(name, summary string, run func(args []string) int) {
 	commands[name] = command{summary: summary, run: run}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lemon COMMAND [ARGS]\n\ncommands:")
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: lemon COMMAND [ARGS]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-12s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "\n'lemon help COMMAND' or 'lemon COMMAND --help' shows a command's usage.")
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain dispatches one command line (README.md, "Commands"): no command, help, -h or --help print the command list to
+// stdout (exit 0); "help X [Y]" and "X [Y] --help" print that command's
+// usage to stdout (exit 0) without running it; an unknown command exits
+// 2 with a hint on stderr.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		usage(stdout)
+		return 0
 	}
-	c, ok := commands[os.Args[1]]
+	if args[0] == "help" {
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		if _, ok := commands[args[1]]; !ok {
+			return unknownCommand(args[1], stderr)
+		}
+		fmt.Fprint(stdout, usageOf(args[1], args[2:]))
+		return 0
+	}
+	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "lemon: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		return unknownCommand(args[0], stderr)
 	}
-	os.Exit(c.run(os.Args[2:]))
+	if wantsHelp(args[1:]) {
+		fmt.Fprint(stdout, usageOf(args[0], args[1:]))
+		return 0
+	}
+	return c.run(args[1:])
+}
+
+func unknownCommand(name string, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "lemon: unknown command %q; run 'lemon help' for the list of commands\n", name)
+	return 2
 }

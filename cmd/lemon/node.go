@@ -25,6 +25,7 @@ import (
 
 func init() {
 	register("node", "run an execution node: lemon node join ...", runNode)
+	setUsage("node", nodeUsage)
 }
 
 const nodeUsage = `usage: lemon node join --controller URL [--name NAME] [--pair [--repair --node-id ID]]

@@ -20,6 +20,7 @@ func init() {
 		defer stop()
 		return runNodes(ctx, args, os.Getenv, os.Stdout, os.Stderr)
 	})
+	setUsage("nodes", nodesUsage)
 }
 
 const nodesUsage = `usage: lemon nodes [--controller URL] [--json]             list nodes and pending pairings

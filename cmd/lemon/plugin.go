@@ -5,117 +5,334 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"lemon/host"
 	"lemon/host/conformance"
+	"lemon/host/moduleset"
 	"lemon/plugins"
 )
 
 func init() {
-	register("plugin", "build, inspect and run conformance cases on modules", runPlugin)
+	register("plugin", "scaffold, build, inspect, test and run modules: new, build, inspect, conformance, run", runPlugin)
+	setUsage("plugin", pluginUsage)
+	setUsage("plugin new", pluginNewUsage)
+	setUsage("plugin build", pluginBuildUsage)
+	setUsage("plugin inspect", pluginInspectUsage)
+	setUsage("plugin conformance", pluginConformanceUsage)
+	setUsage("plugin run", pluginRunUsage)
 }
 
 const pluginUsage = `usage:
-  lemon plugin build DIR -o OUT.wasm       build a Go plugin package as a wasip1 reactor module
-  lemon plugin inspect MODULE.wasm         print the module's manifest and sha256
+  lemon plugin new NAME [--dir DIR]        scaffold the method family NAME (builds offline)
+  lemon plugin build DIR [-o OUT.wasm] [--set SETDIR]
+                                           build a Go plugin package as a wasip1 reactor module
+  lemon plugin inspect MODULE.wasm         print the module's manifest, sha256 and host-call imports
   lemon plugin conformance MODULE.wasm [--cases DIR]
-                                           run the family's conformance cases against the module`
+                                           run the family's conformance cases against the module
+  lemon plugin run MODULE.wasm METHOD [PARAMS_JSON | -] [--allowed-root DIR]... [--cwd DIR]
+                   [--capabilities LIST]   run one call against a local in-process host
 
-func runPlugin(args []string) int {
-	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, pluginUsage)
+'lemon plugin COMMAND --help' shows one command's usage.
+`
+
+const pluginBuildUsage = `usage: lemon plugin build DIR [-o OUT.wasm] [--set SETDIR]
+
+Builds the Go main package in DIR with GOOS=wasip1 GOARCH=wasm
+-buildmode=c-shared (the environment passes through, so GOFLAGS=-mod=mod
+GOPROXY=off builds a 'lemon plugin new' scaffold offline), then prints what
+'lemon plugin inspect' prints. At least one of -o and --set is needed.
+
+  -o OUT.wasm    write the module here
+  --set SETDIR   add the module to the module-set directory SETDIR as
+                 FAMILY.wasm, replacing that family's module, and rewrite
+                 SETDIR/manifest.json from every *.wasm in it
+
+The build fails (exit 1, nothing written) when the module imports a host
+call its manifest does not declare in HostCalls: every node would refuse
+it at load. A host call declared but never imported is a warning.
+`
+
+const pluginInspectUsage = `usage: lemon plugin inspect MODULE.wasm
+
+Prints the module's sha256, size, manifest (lemon_describe) and the host
+calls it imports as JSON. A mismatch between the imports and the
+manifest's HostCalls is listed under "warnings" and on stderr; the exit
+code stays 0 (a node refuses a module importing an undeclared host call;
+'lemon plugin build' fails on it).
+`
+
+const pluginConformanceUsage = `usage: lemon plugin conformance MODULE.wasm [--cases DIR]
+
+Runs conformance cases (docs/CONFORMANCE.md) through the real host against
+the module: the cases in DIR (*.json), else the built-in cases of the
+module's family (first-party families only). Exit 0 when every case of
+the module's family passes.
+`
+
+func runPlugin(args []string) int { return pluginMain(args, os.Stdout, os.Stderr) }
+
+func pluginMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, pluginUsage)
 		return 2
 	}
 	switch args[0] {
+	case "new":
+		return pluginNew(args[1:], stdout, stderr)
 	case "build":
-		return pluginBuild(args[1:])
+		return pluginBuild(args[1:], stdout, stderr)
 	case "inspect":
-		return pluginInspect(args[1:])
+		return pluginInspect(args[1:], stdout, stderr)
 	case "conformance":
-		return pluginConformance(args[1:])
+		return pluginConformance(args[1:], stdout, stderr)
+	case "run":
+		return pluginRun(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(os.Stderr, pluginUsage)
+	fmt.Fprintf(stderr, "lemon plugin: unknown command %q; run 'lemon plugin --help'\n", args[0])
 	return 2
 }
 
-func pluginBuild(args []string) int {
-	fs := flag.NewFlagSet("plugin build", flag.ContinueOnError)
-	out := fs.String("o", "", "output .wasm file")
-	if len(args) < 1 {
-		fmt.Fprintln(os.Stderr, pluginUsage)
-		return 2
-	}
-	dir := args[0]
-	if err := fs.Parse(args[1:]); err != nil || *out == "" {
-		fmt.Fprintln(os.Stderr, pluginUsage)
-		return 2
-	}
-	abs, err := filepath.Abs(*out)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin build:", err)
-		return 1
-	}
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", abs, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin build: go build failed")
-		return 1
-	}
-	return pluginInspect([]string{abs})
+// newFlags is a flag set whose errors go to stderr and whose usage is
+// printed by flagExit, not by the flag package.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fl := flag.NewFlagSet(name, flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.Usage = func() {}
+	return fl
 }
 
-func pluginInspect(args []string) int {
-	wasm, err := os.ReadFile(args[0])
+// flagExit turns a flag parse error into an exit code: -h or --help
+// prints usage to stdout and exits 0; any other error (already reported
+// by the flag package) prints usage to stderr and exits 2.
+func flagExit(err error, usage string, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprint(stderr, usage)
+	return 2
+}
+
+// plainFamilyRE is a family name usable as a file name in a set directory.
+var plainFamilyRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+func pluginBuild(args []string, stdout, stderr io.Writer) int {
+	fl := newFlags("lemon plugin build", stderr)
+	out := fl.String("o", "", "output .wasm file")
+	setDir := fl.String("set", "", "module-set directory to add the module to")
+	pos, err := parseInterleaved(fl, args)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin inspect:", err)
+		return flagExit(err, pluginBuildUsage, stdout, stderr)
+	}
+	if len(pos) != 1 || (*out == "" && *setDir == "") {
+		fmt.Fprint(stderr, pluginBuildUsage)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "lemon plugin build:", err)
 		return 1
 	}
-	man, err := host.Inspect(context.Background(), wasm)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin inspect:", err)
-		return 1
+	if *setDir != "" {
+		if st, err := os.Stat(*setDir); err != nil || !st.IsDir() {
+			return fail(fmt.Errorf("--set %s is not a directory (create it with 'lemon modules export %s')", *setDir, *setDir))
+		}
 	}
-	sum := sha256.Sum256(wasm)
-	out, _ := json.MarshalIndent(struct {
-		SHA256   string        `json:"sha256"`
-		Size     int           `json:"size"`
-		Manifest host.Manifest `json:"manifest"`
-	}{hex.EncodeToString(sum[:]), len(wasm), man}, "", "  ")
-	fmt.Println(string(out))
+	tmpDir, err := os.MkdirTemp("", "lemon-plugin-build-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmpDir)
+	built := filepath.Join(tmpDir, "module.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", built, ".")
+	cmd.Dir = pos[0]
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return fail(errors.New("go build failed"))
+	}
+	wasm, err := os.ReadFile(built)
+	if err != nil {
+		return fail(err)
+	}
+	rep, err := inspectModule(wasm)
+	if err != nil {
+		return fail(err)
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(stderr, "lemon plugin build: warning:", w)
+	}
+	if len(rep.undeclared) > 0 {
+		return fail(fmt.Errorf("module %s imports host calls its manifest does not declare in HostCalls (%s); every node refuses it at load: add them to HostCalls (and their capabilities to Capabilities)",
+			rep.Manifest.Family, strings.Join(rep.undeclared, ", ")))
+	}
+	if *out != "" {
+		if err := writeFileAtomic(*out, wasm); err != nil {
+			return fail(err)
+		}
+	}
+	if *setDir != "" {
+		if err := addToSet(*setDir, rep.Manifest.Family, wasm); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stderr, "lemon plugin build: %s %s added to %s (manifest rewritten)\n", rep.Manifest.Family, rep.Manifest.Version, *setDir)
+	}
+	printJSON(stdout, rep)
 	return 0
 }
 
-func pluginConformance(args []string) int {
-	if len(args) < 1 {
-		fmt.Fprintln(os.Stderr, pluginUsage)
-		return 2
+// addToSet writes wasm into setDir as FAMILY.wasm, removes a file of the
+// same family under another name, and rewrites the set's manifest.
+func addToSet(setDir, family string, wasm []byte) error {
+	if !plainFamilyRE.MatchString(family) {
+		return fmt.Errorf("family %q cannot name a file in a module set", family)
 	}
-	fs := flag.NewFlagSet("plugin conformance", flag.ContinueOnError)
-	casesDir := fs.String("cases", "", "directory of case files (default: the embedded cases of the module's family)")
-	pos, err := parseInterleaved(fs, args)
+	file := family + ".wasm"
+	var old moduleset.Module
+	if data, err := os.ReadFile(filepath.Join(setDir, moduleset.ManifestFile)); err == nil {
+		if m, err := moduleset.ParseManifest(data); err == nil {
+			old, _ = m.Find(family)
+		}
+	}
+	if err := writeFileAtomic(filepath.Join(setDir, file), wasm); err != nil {
+		return err
+	}
+	if old.File != "" && old.File != file {
+		if err := os.Remove(filepath.Join(setDir, old.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if _, err := moduleset.WriteManifest(setDir, host.DescribeModule); err != nil {
+		return fmt.Errorf("set %s: %w", setDir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return 2
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// moduleReport is what inspect and build print.
+type moduleReport struct {
+	SHA256   string        `json:"sha256"`
+	Size     int           `json:"size"`
+	Manifest host.Manifest `json:"manifest"`
+	// Imports are the host calls the module imports (without result_read).
+	Imports  []string `json:"imports"`
+	Warnings []string `json:"warnings,omitempty"`
+
+	undeclared []string
+}
+
+func inspectModule(wasm []byte) (moduleReport, error) {
+	ctx := context.Background()
+	man, err := host.Inspect(ctx, wasm)
+	if err != nil {
+		return moduleReport{}, err
+	}
+	imports, err := host.Imports(ctx, wasm)
+	if err != nil {
+		return moduleReport{}, err
+	}
+	sum := sha256.Sum256(wasm)
+	rep := moduleReport{SHA256: hex.EncodeToString(sum[:]), Size: len(wasm), Manifest: man, Imports: imports}
+	if rep.Imports == nil {
+		rep.Imports = []string{}
+	}
+	undeclared, unused := host.CheckImports(man, imports)
+	rep.undeclared = undeclared
+	for _, n := range undeclared {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("imports host call %q, which its manifest does not declare in HostCalls: a node refuses this module at load", n))
+	}
+	for _, n := range unused {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("declares host call %q in HostCalls but never imports it", n))
+	}
+	return rep, nil
+}
+
+func printJSON(w io.Writer, v any) {
+	out, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(w, string(out))
+}
+
+func pluginInspect(args []string, stdout, stderr io.Writer) int {
+	fl := newFlags("lemon plugin inspect", stderr)
+	pos, err := parseInterleaved(fl, args)
+	if err != nil {
+		return flagExit(err, pluginInspectUsage, stdout, stderr)
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(os.Stderr, pluginUsage)
+		fmt.Fprint(stderr, pluginInspectUsage)
+		return 2
+	}
+	wasm, err := os.ReadFile(pos[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "lemon plugin inspect:", err)
+		return 1
+	}
+	rep, err := inspectModule(wasm)
+	if err != nil {
+		fmt.Fprintln(stderr, "lemon plugin inspect:", err)
+		return 1
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(stderr, "lemon plugin inspect: warning:", w)
+	}
+	printJSON(stdout, rep)
+	return 0
+}
+
+func pluginConformance(args []string, stdout, stderr io.Writer) int {
+	fl := newFlags("lemon plugin conformance", stderr)
+	casesDir := fl.String("cases", "", "directory of case files (default: the embedded cases of the module's family)")
+	pos, err := parseInterleaved(fl, args)
+	if err != nil {
+		return flagExit(err, pluginConformanceUsage, stdout, stderr)
+	}
+	if len(pos) != 1 {
+		fmt.Fprint(stderr, pluginConformanceUsage)
 		return 2
 	}
 	ctx := context.Background()
 	wasm, err := os.ReadFile(pos[0])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin conformance:", err)
+		fmt.Fprintln(stderr, "lemon plugin conformance:", err)
 		return 1
 	}
 	man, err := host.Inspect(ctx, wasm)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin conformance:", err)
+		fmt.Fprintln(stderr, "lemon plugin conformance:", err)
 		return 1
 	}
 	var files []conformance.File
@@ -129,12 +346,12 @@ func pluginConformance(args []string) int {
 		err = fmt.Errorf("no built-in cases for family %q; pass --cases DIR", man.Family)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin conformance:", err)
+		fmt.Fprintln(stderr, "lemon plugin conformance:", err)
 		return 1
 	}
 	cache, err := os.MkdirTemp("", "lemon-conformance-cache-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lemon plugin conformance:", err)
+		fmt.Fprintln(stderr, "lemon plugin conformance:", err)
 		return 1
 	}
 	defer os.RemoveAll(cache)
@@ -147,14 +364,14 @@ func pluginConformance(args []string) int {
 		for _, res := range r.RunFile(ctx, f) {
 			if res.Err != nil {
 				failed++
-				fmt.Printf("FAIL %s / %s: %v\n", res.File, res.Case, res.Err)
+				fmt.Fprintf(stdout, "FAIL %s / %s: %v\n", res.File, res.Case, res.Err)
 			} else {
 				passed++
-				fmt.Printf("ok   %s / %s\n", res.File, res.Case)
+				fmt.Fprintf(stdout, "ok   %s / %s\n", res.File, res.Case)
 			}
 		}
 	}
-	fmt.Printf("conformance: %d passed, %d failed\n", passed, failed)
+	fmt.Fprintf(stdout, "conformance: %d passed, %d failed\n", passed, failed)
 	if failed > 0 || passed == 0 {
 		return 1
 	}

@@ -14,14 +14,22 @@ import (
 
 func init() {
 	register("policy", "check a worker or controller policy and print the effective policy", runPolicy)
+	setUsage("policy", policyUsage)
 }
+
+const policyUsage = `usage: lemon policy check [--worker|--controller] FILE
+
+Validates a worker or controller policy and prints the effective policy
+(exit 0), or the reasons it is refused (exit 1). Without a flag the file is
+tried as a worker policy, then as a controller policy.
+`
 
 // runPolicy implements `lemon policy check [--controller|--worker] FILE`.
 // Without a flag the file is tried as a worker policy, then as a
 // controller policy; the errors of both are shown if neither fits.
 func runPolicy(args []string) int {
 	if len(args) < 2 || args[0] != "check" {
-		fmt.Fprintln(os.Stderr, "usage: lemon policy check [--worker|--controller] FILE")
+		fmt.Fprint(os.Stderr, policyUsage)
 		return 2
 	}
 	kind, file := "", args[len(args)-1]
@@ -55,7 +63,7 @@ func runPolicy(args []string) int {
 		return 1
 	}
 	if kind != "--controller" {
-		fmt.Fprintln(os.Stderr, "usage: lemon policy check [--worker|--controller] FILE")
+		fmt.Fprint(os.Stderr, policyUsage)
 		return 2
 	}
 	c, err := policies.LoadController(file)

@@ -15,6 +15,7 @@ import (
 
 func init() {
 	register("vault", "manage a node's secret vault offline: gen-key, rotate-key, check", runVault)
+	setUsage("vault", vaultUsage)
 }
 
 const vaultUsage = `usage:

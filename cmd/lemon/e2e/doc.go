@@ -27,6 +27,11 @@
 //     unauthenticated caps, an operator keeps working throughout, and the
 //     descriptor count returns to baseline once the idle and handshake
 //     timeouts pass (issue 9).
+//   - TestPluginAuthorPathWithTheStockBinary: docs/PLUGINS.md "Your first
+//     plugin" with the built binary, offline (GOPROXY=off, empty module
+//     cache): plugin new, build, conformance, plugin run, modules export,
+//     plugin build --set, lemon dev --module-set serving the new method
+//     (issue 10).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:

@@ -1,18 +1,12 @@
 // Command mkset writes manifest.json for a directory of modules: for each
 // *.wasm it records family, version and methods (from the module's own
-// lemon_describe), sha256 and size. build.sh runs it; the output is
-// deterministic for the same module bytes.
+// lemon_describe), sha256 and size (moduleset.WriteManifest). build.sh
+// runs it; the output is deterministic for the same module bytes.
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 
 	"lemon/host"
 	"lemon/host/moduleset"
@@ -23,40 +17,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mkset DIR")
 		os.Exit(2)
 	}
-	if err := run(os.Args[1]); err != nil {
+	if _, err := moduleset.WriteManifest(os.Args[1], host.DescribeModule); err != nil {
 		fmt.Fprintln(os.Stderr, "mkset:", err)
 		os.Exit(1)
 	}
-}
-
-func run(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	var m moduleset.Manifest
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		man, err := host.Inspect(context.Background(), b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", filepath.Base(f), err)
-		}
-		sum := sha256.Sum256(b)
-		mod := moduleset.Module{Family: man.Family, Version: man.Version, SHA256: hex.EncodeToString(sum[:]),
-			Size: int64(len(b)), File: filepath.Base(f)}
-		mod.Methods = append(mod.Methods, man.Methods...)
-		m.Modules = append(m.Modules, mod)
-	}
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	out, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, moduleset.ManifestFile), append(out, '\n'), 0o644)
 }
