@@ -474,3 +474,16 @@ func validateAdvertise(adv *protocol.NodeAdvertise) *protocol.Error {
 	}
 	return nil
 }
+
+// liveConns returns every node's live connection.
+func (r *registry) liveConns() []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*conn
+	for _, e := range r.nodes {
+		if e.live != nil {
+			out = append(out, e.live)
+		}
+	}
+	return out
+}
