@@ -14,7 +14,7 @@ import (
 type call struct {
 	invokeID string
 	method   string
-	pure     bool // a declared pure read (retry class)
+	pure     bool             // a declared pure read (retry class)
 	result   chan callOutcome // buffered 1; receives exactly one outcome
 }
 

@@ -124,9 +124,9 @@ type Server struct {
 	modules atomic.Pointer[ModuleSet]
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
-	store    *store
-	guard    *connGuard
-	throttle *authThrottle
+	store      *store
+	guard      *connGuard
+	throttle   *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
 	refusedLog *rate.Limiter
 
