@@ -111,7 +111,7 @@ func CheckMethodDeclaration(name string, version int, scope, retry string, param
 	if params.Type != "object" {
 		return bad("params schema must be of type object")
 	}
-	if !contains(params.Required, "nodeId") {
+	if !hasString(params.Required, "nodeId") {
 		return bad("params schema must require nodeId")
 	}
 	if p := params.Properties["nodeId"]; p == nil || p.Type != "string" {
@@ -120,7 +120,7 @@ func CheckMethodDeclaration(name string, version int, scope, retry string, param
 	return nil
 }
 
-func contains(list []string, s string) bool {
+func hasString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -233,7 +233,7 @@ func checkSchema(s *Schema, at string, depth int) error {
 		return fmt.Errorf("%s: type must be one of object, string, integer, number, boolean, array, null", at)
 	}
 	only := func(kw string, set bool, types ...string) error {
-		if set && !contains(types, s.Type) {
+		if set && !hasString(types, s.Type) {
 			return fmt.Errorf("%s: %s does not apply to type %s", at, kw, s.Type)
 		}
 		return nil
@@ -436,7 +436,7 @@ func (s *Schema) validate(v []byte, path string) *Error {
 		if s.MaxLength != nil && len(b) > *s.MaxLength {
 			return fieldErr(path, fmt.Sprintf("must be at most %d bytes", *s.MaxLength))
 		}
-		if s.Enum != nil && !contains(s.Enum, string(b)) {
+		if s.Enum != nil && !hasString(s.Enum, string(b)) {
 			return fieldErr(path, "is not one of the allowed values")
 		}
 		if s.Pattern != "" {
