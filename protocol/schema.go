@@ -341,7 +341,9 @@ func compilePattern(p string) (*regexp.Regexp, error) {
 // INVALID_PARAMS *Error whose details.field is the dotted path of the
 // offending field ("message", "opts.mode", "tags[2]"; "?" stands for a key
 // that does not look like a field name) and whose message names the path
-// as params.<path> and the broken rule, never the value.
+// as params.<path> and the broken rule, never the value. A null value of
+// an optional property (one not in Required) counts as absent; a required
+// one must be present and not null unless its type is "null".
 func (s *Schema) Validate(params json.RawMessage) *Error {
 	t := bytes.TrimSpace(params)
 	if len(t) == 0 || string(t) == "null" {
@@ -368,6 +370,15 @@ func (s *Schema) Validate(params json.RawMessage) *Error {
 		return InvalidParams("?", "params repeat a key in one object")
 	}
 	return nil
+}
+
+func nullMember(ms []Member, name string) bool {
+	for _, m := range ms {
+		if m.Name() == name {
+			return string(m.Value) == "null"
+		}
+	}
+	return false
 }
 
 func fieldErr(path, rule string) *Error {
@@ -407,6 +418,11 @@ func (s *Schema) validate(v []byte, path string) *Error {
 			}
 			seen[k] = true
 			ps, known := s.Properties[k]
+			if known && string(m.Value) == "null" && ps.Type != "null" && !hasString(s.Required, k) {
+				// An optional property given as null counts as absent,
+				// as encoding/json decodes it into an optional field.
+				continue
+			}
 			if !known {
 				if s.AdditionalProperties != nil && !*s.AdditionalProperties {
 					return fieldErr(joinPath(path, k), "is not a known field")
@@ -419,6 +435,9 @@ func (s *Schema) validate(v []byte, path string) *Error {
 		}
 		for _, r := range s.Required {
 			if !seen[r] {
+				return fieldErr(joinPath(path, r), "is required")
+			}
+			if ps := s.Properties[r]; ps != nil && ps.Type != "null" && nullMember(ms, r) {
 				return fieldErr(joinPath(path, r), "is required")
 			}
 		}
