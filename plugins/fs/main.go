@@ -42,7 +42,6 @@ func fsDeletePreviewPayload(ptr, size uint32) uint64
 //go:wasmimport lemon fs.delete
 func fsDelete(ptr, size uint32) uint64
 
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		"node.fs.list":           list,

@@ -16,7 +16,6 @@ import (
 //go:wasmimport lemon sysinfo.snapshot
 func sysinfoSnapshot(ptr, size uint32) uint64
 
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
 }

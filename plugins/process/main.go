@@ -29,7 +29,6 @@ func spawnGet(ptr, size uint32) uint64
 //go:wasmimport lemon spawn.cancel
 func spawnCancel(ptr, size uint32) uint64
 
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		protocol.MethodProcessRun:    run,

@@ -32,7 +32,6 @@ func vaultDelete(ptr, size uint32) uint64
 //go:wasmimport lemon vault.receipt
 func vaultReceipt(ptr, size uint32) uint64
 
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		protocol.MethodSecretsSet:     set,
