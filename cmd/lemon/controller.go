@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"lemon/controller"
@@ -23,7 +24,8 @@ func init() {
 	})
 }
 
-// runController is `lemon controller`: it serves until SIGINT or SIGTERM.
+// runController is `lemon controller`: it serves until SIGINT or SIGTERM;
+// SIGHUP re-pins the --module-set directory (see watchRepin).
 // Messages go to stderr; the exit code is 0, 1 (failure) or 2 (usage).
 func runController(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lemon controller", flag.ContinueOnError)
@@ -119,6 +121,11 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	fmt.Fprintf(stderr, "lemon controller: listening on %s://%s/ws\n", scheme, ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP re-reads the module-set directory and re-pins it (docs/PLUGINS.md).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go watchRepin(ctx, hup, srv, pol.ModuleSet, stderr, &sync.Mutex{})
 	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1
