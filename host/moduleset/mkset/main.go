@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"lemon/controller"
 	"lemon/host"
 	"lemon/host/moduleset"
 )
@@ -36,6 +37,7 @@ func run(dir string) error {
 	}
 	sort.Strings(files)
 	var m moduleset.Manifest
+	bytesByFamily := map[string][]byte{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -50,8 +52,14 @@ func run(dir string) error {
 			Size: int64(len(b)), File: filepath.Base(f)}
 		mod.Methods = append(mod.Methods, man.Methods...)
 		m.Modules = append(m.Modules, mod)
+		bytesByFamily[mod.Family] = b
 	}
 	if err := m.Validate(); err != nil {
+		return err
+	}
+	// Refuse at build time a set the controller would refuse to pin (bad
+	// declarations, clashing or out-of-namespace methods).
+	if _, err := controller.NewModuleSet(m, bytesByFamily); err != nil {
 		return err
 	}
 	out, err := json.MarshalIndent(m, "", "  ")
