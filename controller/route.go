@@ -106,14 +106,17 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 		c.respondErr(id, protocol.InvalidParams("", "params must be a JSON object"))
 		return
 	}
-	if spec.Params != nil {
-		if e := spec.Params.Validate(params); e != nil {
+	// The spec's own validator first, so its methods keep the spec's error
+	// shapes; then the declared schema (params are part of a frame that
+	// passed CheckJSONLimits and ValidJSONText on arrival).
+	if spec.Validate != nil {
+		if e := spec.Validate(params); e != nil {
 			c.respondErr(id, e)
 			return
 		}
 	}
-	if spec.Validate != nil {
-		if e := spec.Validate(params); e != nil {
+	if spec.Params != nil {
+		if e := spec.Params.ValidateChecked(params); e != nil {
 			c.respondErr(id, e)
 			return
 		}

@@ -106,6 +106,11 @@ func TestSchemaValidateBoundaries(t *testing.T) {
 	}
 	for _, c := range cases {
 		e := full.Validate(json.RawMessage(c.params))
+		if CheckJSONLimits([]byte(c.params)) == nil && ValidJSONText([]byte(c.params)) {
+			if ec := full.ValidateChecked(json.RawMessage(c.params)); (ec == nil) != (e == nil) || (ec != nil && ec.Message != e.Message) {
+				t.Errorf("%s: ValidateChecked %v, Validate %v", c.name, ec, e)
+			}
+		}
 		if c.ok {
 			if e != nil {
 				t.Errorf("%s: refused: %v", c.name, e)
@@ -340,6 +345,11 @@ func FuzzSchemaValidate(f *testing.F) {
 	s := echoSchema()
 	f.Fuzz(func(t *testing.T, in string) {
 		e := s.Validate(json.RawMessage(in))
+		if CheckJSONLimits([]byte(in)) == nil && ValidJSONText([]byte(in)) {
+			if ec := s.ValidateChecked(json.RawMessage(in)); (ec == nil) != (e == nil) {
+				t.Fatalf("ValidateChecked %v, Validate %v on %q", ec, e, in)
+			}
+		}
 		if e != nil {
 			if e.Code != CodeInvalidParams {
 				t.Fatalf("code %s", e.Code)
