@@ -106,3 +106,29 @@ func TestSIGHUPWithoutDirectory(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// `lemon controller --module-set DIR` refuses at start a set whose
+// declarations clash, naming the module and the method.
+func TestControllerRefusesClashingSetAtStart(t *testing.T) {
+	for name, c := range map[string]struct {
+		method string
+		want   []string
+	}{
+		"first-party method": {"node.host.info", []string{"module kv", "node.host.info", "first-party family hostinfo"}},
+		"outside namespace":  {"node.other.get", []string{"module kv", "node.other.get", "node.kv.*"}},
+	} {
+		dir := t.TempDir()
+		writeSet(t, dir, "x", c.method)
+		var out strings.Builder
+		code := runController([]string{"--listen", "127.0.0.1:0", "--state", t.TempDir(), "--module-set", dir},
+			func(string) string { return "" }, &out)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1 (%s)", name, code, out.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: %q lacks %q", name, out.String(), w)
+			}
+		}
+	}
+}
