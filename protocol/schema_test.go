@@ -192,6 +192,11 @@ func TestSchemaValidateStrictOutsideDescribedFields(t *testing.T) {
 	if e := s.Validate(json.RawMessage(obj(`"nodeId":"n"`, `"free":{"a":1,"a":2}`))); e == nil || e.Code != CodeInvalidParams {
 		t.Fatalf("nested duplicate accepted: %v", e)
 	}
+	// The params object is one level: MaxJSONDepth-1 more pass, one past fails.
+	atLimit := strings.Repeat("[", MaxJSONDepth-1) + strings.Repeat("]", MaxJSONDepth-1)
+	if e := s.Validate(json.RawMessage(obj(`"nodeId":"n"`, `"free":`+atLimit))); e != nil {
+		t.Fatalf("at the depth limit: %v", e)
+	}
 	deep := strings.Repeat("[", MaxJSONDepth) + strings.Repeat("]", MaxJSONDepth)
 	if e := s.Validate(json.RawMessage(obj(`"nodeId":"n"`, `"free":`+deep))); e == nil || e.DomainCode() != DomainJSONLimits {
 		t.Fatalf("too deep: %v", e)
