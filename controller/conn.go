@@ -638,16 +638,16 @@ func (s *Server) hello(c *conn, nodeID *string) any {
 	if c.role == protocol.RoleNode {
 		h.Features = protocol.HelloFeatures{
 			Methods: []string{protocol.MethodInvokeResult, protocol.MethodModulesManifest, protocol.MethodModulesFetch},
-			Events:  []string{protocol.EventInvokeRequest, protocol.EventInvokeCancel},
+			Events:  []string{protocol.EventInvokeRequest, protocol.EventInvokeCancel, protocol.EventModulesChanged},
 		}
 		h.Auth.NodeID = *nodeID
 		nh := protocol.NodeHelloOK{HelloOK: h}
-		if s.modules != nil {
-			nh.ModuleSet = &protocol.ModuleSetRef{Digest: s.modules.Digest()}
+		if ms := s.modules.Load(); ms != nil {
+			nh.ModuleSet = &protocol.ModuleSetRef{Digest: ms.Digest()}
 		}
 		return nh
 	}
-	h.Features = protocol.HelloFeatures{Methods: operatorMethods(), Events: []string{protocol.EventPairResolved}}
+	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved}}
 	return h
 }
 

@@ -37,18 +37,23 @@ var nodeOnlyMethods = map[string]bool{
 }
 
 // operatorMethods lists what an operator can call, for hello-ok.
-func operatorMethods() []string {
+func (s *Server) operatorMethods() []string {
 	out := make([]string, 0, len(controllerMethods))
 	for m := range controllerMethods {
 		out = append(out, m)
 	}
-	out = append(out, protocol.MethodNames()...)
+	out = append(out, s.routes().names()...)
 	sort.Strings(out)
 	return out
 }
 
-// requireScope answers FORBIDDEN unless the connection holds scope.
+// requireScope answers FORBIDDEN unless the connection holds scope; an
+// empty scope (a protocol method without a scope rule) is always refused.
 func (c *conn) requireScope(id, scope string) bool {
+	if scope == "" {
+		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method has no scope rule and is refused"))
+		return false
+	}
 	if protocol.HasScope(c.scopes, scope) {
 		return true
 	}
@@ -108,20 +113,24 @@ func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) 
 		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method is for node sessions"))
 		return
 	}
-	spec, ok := protocol.LookupMethod(method)
+	spec, ok := c.s.routes()[method]
 	if !ok {
 		c.respondErr(id, protocol.Errorf(protocol.CodeMethodNotFound, "unknown method"))
 		return
 	}
-	scope, ok := protocol.RequiredScope(method)
-	if !ok {
-		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method has no scope rule and is refused"))
-		return
-	}
-	if !c.requireScope(id, scope) {
+	if !c.requireScope(id, spec.Scope) {
 		return
 	}
 	c.routeNodeMethod(id, spec, params)
+}
+
+// routes is the current route table: the pinned set's declarations, or
+// protocol's methods when no set is pinned.
+func (s *Server) routes() methodTable {
+	if ms := s.modules.Load(); ms != nil {
+		return ms.table
+	}
+	return s.protoTable
 }
 
 // genericInvoke serves node.invoke {nodeId, method, args}: args are the
@@ -141,9 +150,9 @@ func (c *conn) genericInvoke(id string, params json.RawMessage) {
 		c.respondErr(id, protocol.InvalidParams("method", "method is required"))
 		return
 	}
-	spec, ok := protocol.LookupMethod(p.Method)
+	spec, ok := c.s.routes()[p.Method]
 	if !ok {
-		c.respondErr(id, protocol.InvalidParams("method", "method is not a known node method"))
+		c.respondErr(id, protocol.InvalidParams("method", "method is not a node method the pinned set declares"))
 		return
 	}
 	if spec.NoGenericInvoke {
@@ -151,12 +160,7 @@ func (c *conn) genericInvoke(id string, params json.RawMessage) {
 			"this method cannot be called through node.invoke; call it directly"))
 		return
 	}
-	scope, ok := protocol.RequiredScope(p.Method)
-	if !ok {
-		c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "this method has no scope rule and is refused"))
-		return
-	}
-	if !c.requireScope(id, scope) {
+	if !c.requireScope(id, spec.Scope) {
 		return
 	}
 	args := bytes.TrimSpace(p.Args)
@@ -204,7 +208,7 @@ func (c *conn) handleNodeRequest(id, method string, params json.RawMessage, fram
 			c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "node sessions hold no operator scopes"))
 			return
 		}
-		if _, ok := protocol.LookupMethod(method); ok {
+		if _, ok := c.s.routes()[method]; ok {
 			c.respondErr(id, protocol.Errorf(protocol.CodeForbidden, "node sessions hold no operator scopes"))
 			return
 		}

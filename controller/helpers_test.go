@@ -289,7 +289,9 @@ type fakeNode struct {
 	hello    frame
 	requests chan protocol.InvokeRequest
 	cancels  chan string
-	handle   func(req protocol.InvokeRequest) (result any, err *protocol.Error, reply bool)
+	// other receives every other event (e.g. node.modules.changed).
+	other  chan frame
+	handle func(req protocol.InvokeRequest) (result any, err *protocol.Error, reply bool)
 }
 
 func defaultMethods() map[string]int {
@@ -309,7 +311,7 @@ func connectNode(t testing.TB, url, token string, adv protocol.NodeAdvertise, ha
 	if hello.Type != protocol.FrameHelloOK {
 		t.Fatalf("node connect: got %s", hello.raw)
 	}
-	n := &fakeNode{peer: p, hello: hello, requests: make(chan protocol.InvokeRequest, 1024), cancels: make(chan string, 64), handle: handle}
+	n := &fakeNode{peer: p, hello: hello, requests: make(chan protocol.InvokeRequest, 1024), cancels: make(chan string, 64), other: make(chan frame, 64), handle: handle}
 	go n.loop()
 	return n
 }
@@ -351,6 +353,11 @@ func (n *fakeNode) loop() {
 			var c protocol.InvokeCancel
 			json.Unmarshal(f.Payload, &c)
 			n.cancels <- c.InvokeID
+		default:
+			select {
+			case n.other <- f:
+			default:
+			}
 		}
 	}
 }

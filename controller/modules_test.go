@@ -35,7 +35,7 @@ func testModuleSet(t *testing.T, size int) (*ModuleSet, []byte, moduleset.Manife
 	sum := sha256.Sum256(data)
 	m := moduleset.Manifest{Modules: []moduleset.Module{{
 		Family: "hostinfo", Version: "1.0.0", SHA256: hex.EncodeToString(sum[:]), Size: int64(size), File: "hostinfo.wasm",
-		Methods: []moduleset.Method{{Name: "node.host.info", Version: 1}},
+		Methods: []moduleset.Method{{Name: "node.host.info", Version: 1, Scope: protocol.ScopeRead, Retry: protocol.RetryRead}},
 	}}}
 	ms, err := NewModuleSet(m, map[string][]byte{"hostinfo": data})
 	if err != nil {

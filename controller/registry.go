@@ -265,7 +265,7 @@ func (r *registry) attach(a nodeAuth, c *conn, adv *protocol.NodeAdvertise, clie
 // when it runs the pinned set, each method whose declared capability is
 // outside the ceiling it advertised (not "all") is denied.
 func (r *registry) unservedMethods(adv *protocol.NodeAdvertise) map[string]unservedMethod {
-	ms := r.s.modules
+	ms := r.s.modules.Load()
 	if ms == nil {
 		return nil
 	}
@@ -303,7 +303,7 @@ func (r *registry) unservedMethods(adv *protocol.NodeAdvertise) map[string]unser
 func (r *registry) modulesStatus(budget int) protocol.ModulesStatusResult {
 	out := protocol.ModulesStatusResult{Nodes: []protocol.NodeModules{}}
 	pinned := ""
-	if ms := r.s.modules; ms != nil {
+	if ms := r.s.modules.Load(); ms != nil {
 		out.Pinned = ms.Pinned()
 		pinned = out.Pinned.Digest
 		if b, err := json.Marshal(out.Pinned); err == nil {
@@ -618,4 +618,17 @@ func isHex64(s string) bool {
 		}
 	}
 	return true
+}
+
+// liveConns returns every node's live connection.
+func (r *registry) liveConns() []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*conn
+	for _, e := range r.nodes {
+		if e.live != nil {
+			out = append(out, e.live)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 type call struct {
 	invokeID string
 	method   string
+	pure     bool             // a declared pure read (retry class)
 	result   chan callOutcome // buffered 1; receives exactly one outcome
 }
 
@@ -22,8 +23,8 @@ type callOutcome struct {
 	err     *protocol.Error
 }
 
-func newCall(method string) *call {
-	return &call{invokeID: randomHex(16), method: method, result: make(chan callOutcome, 1)}
+func newCall(method string, pure bool) *call {
+	return &call{invokeID: randomHex(16), method: method, pure: pure, result: make(chan callOutcome, 1)}
 }
 
 // finish delivers the outcome; only the first outcome counts.
@@ -35,17 +36,17 @@ func (cl *call) finish(o callOutcome) {
 }
 
 // uncertain returns err with the retry classification of a call whose
-// outcome is unknown: pure reads are retry-safe and cannot have mutated
-// anything; every other method may have applied.
-func uncertain(method string, err *protocol.Error) *protocol.Error {
-	if protocol.PureRead(method) {
+// outcome is unknown: methods declared pure reads are retry-safe and
+// cannot have mutated anything; every other method may have applied.
+func uncertain(pure bool, err *protocol.Error) *protocol.Error {
+	if pure {
 		return err.WithRetry(true, false)
 	}
 	return err.WithRetry(false, true)
 }
 
-func disconnectError(method string) *protocol.Error {
-	return uncertain(method, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeDisconnected,
+func disconnectError(pure bool) *protocol.Error {
+	return uncertain(pure, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeDisconnected,
 		"the node disconnected before answering"))
 }
 
@@ -89,14 +90,15 @@ func (c *conn) abandon() {
 	c.pending = map[string]*call{}
 	c.pmu.Unlock()
 	for _, cl := range pend {
-		cl.finish(callOutcome{err: disconnectError(cl.method)})
+		cl.finish(callOutcome{err: disconnectError(cl.pure)})
 	}
 }
 
-// routeNodeMethod validates params against spec, resolves and pins the
-// node, delivers node.invoke.request and answers the caller with the
+// routeNodeMethod validates params against the declared schema and then
+// the protocol's own validator (for the spec's methods), resolves and pins
+// the node, delivers node.invoke.request and answers the caller with the
 // node's result (docs/PROTOCOL.md). Scope was checked by the caller.
-func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.RawMessage) {
+func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		params = json.RawMessage("{}")
 	}
@@ -104,8 +106,17 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 		c.respondErr(id, protocol.InvalidParams("", "params must be a JSON object"))
 		return
 	}
+	// The spec's own validator first, so its methods keep the spec's error
+	// shapes; then the declared schema (params are part of a frame that
+	// passed CheckJSONLimits and ValidJSONText on arrival).
 	if spec.Validate != nil {
 		if e := spec.Validate(params); e != nil {
+			c.respondErr(id, e)
+			return
+		}
+	}
+	if spec.Params != nil {
+		if e := spec.Params.ValidateChecked(params); e != nil {
 			c.respondErr(id, e)
 			return
 		}
@@ -126,13 +137,13 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 		c.respondErr(id, e)
 		return
 	}
-	node, gen, e := c.s.reg.pin(nodeID, spec)
+	node, gen, e := c.s.reg.pin(nodeID, spec.MethodSpec)
 	if e != nil {
 		c.respondErr(id, e)
 		return
 	}
 	broker := spec.BrokerDeadline(params)
-	cl := newCall(spec.Name)
+	cl := newCall(spec.Name, spec.Pure)
 	if !node.addPending(cl) {
 		c.respondErr(id, notDispatched())
 		return
@@ -176,7 +187,7 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 			break
 		}
 		node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
-		c.respondErr(id, uncertain(spec.Name, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")))
+		c.respondErr(id, uncertain(spec.Pure, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")))
 		return
 	case <-c.ctx.Done():
 		// The caller disconnected: cancel the node's work.
@@ -197,7 +208,7 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 			"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
 		return
 	}
-	c.respondNodeResult(id, spec.Name, o.payload)
+	c.respondNodeResult(id, spec.Pure, o.payload)
 }
 
 // respondNodeResult answers the caller with a node's result. One that
@@ -205,7 +216,7 @@ func (c *conn) routeNodeMethod(id string, spec protocol.MethodSpec, params json.
 // INTERNAL_ERROR payload_too_large with the method's outcome flags: the
 // node did the work, so a pure read may be retried and a mutation may
 // have applied.
-func (c *conn) respondNodeResult(id, method string, payload json.RawMessage) {
+func (c *conn) respondNodeResult(id string, pure bool, payload json.RawMessage) {
 	b, err := protocol.AppendOKResponse(nil, id, payload)
 	if err == nil && len(b) <= c.s.cfg.MaxPayload {
 		c.send(b)
@@ -216,7 +227,7 @@ func (c *conn) respondNodeResult(id, method string, payload json.RawMessage) {
 	if err != nil {
 		e = protocol.Errorf(protocol.CodeInternal, "internal error")
 	}
-	c.respondErr(id, uncertain(method, e))
+	c.respondErr(id, uncertain(pure, e))
 }
 
 // handleInvokeResult takes a node's node.invoke.result. Only the
@@ -230,7 +241,7 @@ func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen in
 		}
 		if json.Unmarshal(params, &idOnly) == nil && idOnly.InvokeID != "" {
 			if cl := c.takePending(idOnly.InvokeID); cl != nil {
-				cl.finish(callOutcome{err: uncertain(cl.method, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
+				cl.finish(callOutcome{err: uncertain(cl.pure, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
 			}
 		}
 		c.respondErr(id, e)
@@ -245,7 +256,7 @@ func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen in
 		(*h)()
 	}
 	if frameLen > c.peerMax {
-		cl.finish(callOutcome{err: uncertain(cl.method, protocol.DomainError(protocol.CodeInternal,
+		cl.finish(callOutcome{err: uncertain(cl.pure, protocol.DomainError(protocol.CodeInternal,
 			protocol.DomainPayloadTooLarge, "the node's result exceeds the maxPayload it advertised"))})
 		c.respondErr(id, protocol.DomainError(protocol.CodeInvalidRequest, protocol.DomainPayloadTooLarge,
 			"result exceeds the maxPayload this node advertised"))
@@ -253,7 +264,7 @@ func (c *conn) handleInvokeResult(id string, params json.RawMessage, frameLen in
 	}
 	hasResult := len(p.Result) > 0 && string(bytes.TrimSpace(p.Result)) != "null"
 	if hasResult == (p.Error != nil) {
-		cl.finish(callOutcome{err: uncertain(cl.method, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
+		cl.finish(callOutcome{err: uncertain(cl.pure, protocol.Errorf(protocol.CodeInternal, "the node sent a malformed result"))})
 		c.respondErr(id, protocol.InvalidParams("result", "exactly one of result and error is required"))
 		return
 	}

@@ -120,10 +120,13 @@ type Server struct {
 	upgrader websocket.Upgrader
 	auth     *authenticator
 	reg      *registry
-	modules  *ModuleSet
-	store    *store
-	guard    *connGuard
-	throttle *authThrottle
+	// modules is the pinned set (nil: none); SetModuleSet replaces it.
+	modules atomic.Pointer[ModuleSet]
+	// protoTable routes protocol's methods when no set is pinned.
+	protoTable methodTable
+	store      *store
+	guard      *connGuard
+	throttle   *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
 	refusedLog *rate.Limiter
 
@@ -218,12 +221,13 @@ func New(cfg Config) (*Server, error) {
 		log:        log,
 		now:        cfg.Now,
 		auth:       auth,
-		modules:    cfg.ModuleSet,
+		protoTable: protocolTable(),
 		conns:      map[*conn]struct{}{},
 		closedCh:   make(chan struct{}),
 		throttle:   newAuthThrottle(cfg.AuthFailuresPerMinute, cfg.AuthFailureBurst, maxAuthFailureAddresses),
 		refusedLog: rate.NewLimiter(rate.Every(time.Second), 1),
 	}
+	s.modules.Store(cfg.ModuleSet)
 	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
 		if s.refusedLog.Allow() {
 			s.log.Warn("unauthenticated connection cap reached; refusing sockets", "refusedTotal", s.guard.refused.Load())

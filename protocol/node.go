@@ -125,6 +125,12 @@ type NodeHelloOK struct {
 	ModuleSet *ModuleSetRef `json:"moduleSet,omitempty"`
 }
 
+// EventModulesChanged is sent to every connected node when the controller
+// re-pins its module set; its payload is a ModuleSetRef with the new
+// digest. A node fetches and installs the set, finishes the calls it has
+// in flight, and reconnects advertising the new set's methods.
+const EventModulesChanged = "node.modules.changed"
+
 // ModulesManifestParams are the params of node.modules.manifest: none.
 type ModulesManifestParams struct{}
 

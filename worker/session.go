@@ -9,8 +9,14 @@ import (
 	"unicode/utf8"
 
 	"lemon/client"
+	"lemon/host/moduleset"
 	"lemon/protocol"
 )
+
+// DomainModuleSetSwitching: the node has installed a new module set and
+// is finishing the calls in flight before it reconnects serving it; the
+// call was not run (retrySafe:true).
+const DomainModuleSetSwitching = "module_set_switching"
 
 // MaxInvokeTimeout caps the deadline a node accepts from the controller
 // (node.process.run may ask for long runs; anything beyond a day is a
@@ -38,8 +44,61 @@ type session struct {
 	sem    chan struct{}
 	wg     sync.WaitGroup
 
+	// decl holds the declarations of the set this session serves (nil
+	// without one): retry classes and params schemas by method name.
+	decl map[string]moduleset.Method
+
+	// changed receives the digest of each node.modules.changed event
+	// (the newest replaces one not yet taken).
+	changed chan string
+
 	inflightMu sync.Mutex
 	inflight   map[string]context.CancelFunc
+	// draining is set once a new module set is installed: new invocations
+	// are refused (retry-safe) and drained is closed when active reaches 0.
+	draining bool
+	active   int
+	drained  chan struct{}
+}
+
+// pureRead reports whether method is a pure read: as the pinned set
+// declares it, else (no set, or a dispatcher given directly) as protocol
+// classifies the spec's methods.
+func (s *session) pureRead(method string) bool {
+	if d, ok := s.decl[method]; ok {
+		return d.Retry == protocol.RetryRead
+	}
+	return protocol.PureRead(method)
+}
+
+// startDrain refuses new invocations from now on and returns a channel
+// closed once every invocation in flight has sent its result.
+func (s *session) startDrain() <-chan struct{} {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	if !s.draining {
+		s.draining = true
+		s.drained = make(chan struct{})
+		if s.active == 0 {
+			close(s.drained)
+		}
+	}
+	return s.drained
+}
+
+// done marks one invocation finished (its result sent or dropped).
+func (s *session) done() {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	s.active--
+	if s.draining && s.active == 0 {
+		select {
+		case <-s.drained:
+			return // closed already; a late refusal
+		default:
+		}
+		close(s.drained)
+	}
 }
 
 // onEvent runs on the connection's reader goroutine: it only decodes,
@@ -56,6 +115,22 @@ func (s *session) onEvent(ev protocol.Event) {
 			return
 		}
 		s.start(req)
+	case protocol.EventModulesChanged:
+		var ref protocol.ModuleSetRef
+		if json.Unmarshal(ev.Payload, &ref) != nil || ref.Digest == "" {
+			return
+		}
+		for {
+			select {
+			case s.changed <- ref.Digest:
+				return
+			default:
+			}
+			select {
+			case <-s.changed: // keep only the newest
+			default:
+			}
+		}
 	case protocol.EventInvokeCancel:
 		var c protocol.InvokeCancel
 		if json.Unmarshal(ev.Payload, &c) != nil {
@@ -91,6 +166,22 @@ func (s *session) start(req protocol.InvokeRequest) {
 		s.w.log.Warn("duplicate invokeId ignored")
 		return
 	}
+	if s.draining {
+		// A new module set is installed; this connection only finishes
+		// what it has in flight before the node reconnects serving it.
+		// Counted as active, so the connection stays up until the
+		// refusal is sent.
+		s.active++
+		s.inflightMu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.done()
+			s.reply(req.InvokeID, req.Method, nil, protocol.DomainError(protocol.CodeUnavailable, DomainModuleSetSwitching,
+				"the node is switching to a new module set; retry").WithRetry(true, false), false)
+		}()
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 	default:
@@ -105,11 +196,13 @@ func (s *session) start(req protocol.InvokeRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	s.inflight[req.InvokeID] = cancel
+	s.active++
 	s.wg.Add(1)
 	s.inflightMu.Unlock()
 
 	go func() {
 		defer s.wg.Done()
+		defer s.done()
 		req.Outcome = &protocol.InvokeOutcome{}
 		payload, perr := s.invoke(ctx, req)
 		// The slot is free before the result is sent: once the controller
@@ -163,6 +256,13 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 			return nil, perr
 		}
 	}
+	// The node checks the declared schema too: it does not rely on the
+	// controller having done so.
+	if d, ok := s.decl[req.Method]; ok && d.Params != nil {
+		if perr := d.Params.Validate(req.Args); perr != nil {
+			return nil, perr
+		}
+	}
 	payload, perr = s.disp.Invoke(ctx, req)
 	if perr == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && payload == nil {
 		perr = protocol.Errorf(protocol.CodeTimeout, "deadline exceeded on the node")
@@ -192,7 +292,7 @@ func (s *session) reply(invokeID, method string, payload json.RawMessage, perr *
 	if s.ctx.Err() != nil {
 		return
 	}
-	params := encodeResult(invokeID, method, payload, perr, s.limit, applied)
+	params := encodeResult(invokeID, s.pureRead(method), payload, perr, s.limit, applied)
 	ctx, cancel := context.WithTimeout(s.ctx, s.w.cfg.ResultTimeout)
 	defer cancel()
 	if _, err := s.conn.Call(ctx, protocol.MethodInvokeResult, client.CheckedJSON(params)); err != nil {
@@ -211,14 +311,15 @@ func (s *session) reply(invokeID, method string, payload json.RawMessage, perr *
 // an effect on node state), the error, whether the dispatcher's or one made
 // here, says retrySafe:false and mutationMayHaveApplied:true. A result that
 // cannot be delivered without an effect is retrySafe:true for a pure read
-// (the same read may be asked again, say with a smaller range) and
-// retrySafe:false otherwise; mutationMayHaveApplied is false for both.
-func encodeResult(invokeID, method string, payload json.RawMessage, perr *protocol.Error, limit int, applied bool) json.RawMessage {
+// (pure: the method's declared retry class is read; the same read may be
+// asked again, say with a smaller range) and retrySafe:false otherwise;
+// mutationMayHaveApplied is false for both.
+func encodeResult(invokeID string, pure bool, payload json.RawMessage, perr *protocol.Error, limit int, applied bool) json.RawMessage {
 	undeliverable := func(e *protocol.Error) *protocol.Error {
 		switch {
 		case applied:
 			return e.WithRetry(false, true)
-		case protocol.PureRead(method):
+		case pure:
 			return e.WithRetry(true, false)
 		}
 		return e.WithRetry(false, false)

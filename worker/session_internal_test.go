@@ -22,12 +22,12 @@ func TestEncodeResultMaxPayloadBoundary(t *testing.T) {
 		t.Fatalf("fixture frame = %d", frame(at))
 	}
 	var r protocol.InvokeResult
-	json.Unmarshal(encodeResult("i1", "node.fs.list", json.RawMessage(at), nil, limit, false), &r)
+	json.Unmarshal(encodeResult("i1", protocol.PureRead("node.fs.list"), json.RawMessage(at), nil, limit, false), &r)
 	if r.Error != nil || string(r.Result) != at {
 		t.Fatalf("at limit: error %v", r.Error)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i1", "node.fs.list", json.RawMessage(`"`+fill+`a"`), nil, limit, false), &r)
+	json.Unmarshal(encodeResult("i1", protocol.PureRead("node.fs.list"), json.RawMessage(`"`+fill+`a"`), nil, limit, false), &r)
 	if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge || r.Result != nil {
 		t.Fatalf("over limit: %+v", r)
 	}
@@ -36,29 +36,29 @@ func TestEncodeResultMaxPayloadBoundary(t *testing.T) {
 func TestEncodeResultJSONLimits(t *testing.T) {
 	deep := strings.Repeat("[", protocol.MaxJSONDepth) + strings.Repeat("]", protocol.MaxJSONDepth)
 	var r protocol.InvokeResult
-	json.Unmarshal(encodeResult("i", "node.fs.list", json.RawMessage(deep), nil, 1<<20, false), &r)
+	json.Unmarshal(encodeResult("i", protocol.PureRead("node.fs.list"), json.RawMessage(deep), nil, 1<<20, false), &r)
 	if r.Error != nil {
 		t.Fatalf("depth %d refused: %v", protocol.MaxJSONDepth, r.Error)
 	}
 	tooDeep := "[" + deep + "]"
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", "node.fs.list", json.RawMessage(tooDeep), nil, 1<<20, false), &r)
+	json.Unmarshal(encodeResult("i", protocol.PureRead("node.fs.list"), json.RawMessage(tooDeep), nil, 1<<20, false), &r)
 	if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge {
 		t.Fatalf("depth %d accepted", protocol.MaxJSONDepth+1)
 	}
 	items := "[" + strings.Repeat("1,", protocol.MaxJSONItems-1) + "1]"
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", "node.fs.list", json.RawMessage(items), nil, 1<<20, false), &r)
+	json.Unmarshal(encodeResult("i", protocol.PureRead("node.fs.list"), json.RawMessage(items), nil, 1<<20, false), &r)
 	if r.Error != nil {
 		t.Fatalf("%d items refused", protocol.MaxJSONItems)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", "node.fs.list", json.RawMessage("[1,"+items[1:]), nil, 1<<20, false), &r)
+	json.Unmarshal(encodeResult("i", protocol.PureRead("node.fs.list"), json.RawMessage("[1,"+items[1:]), nil, 1<<20, false), &r)
 	if r.Error == nil {
 		t.Fatalf("%d items accepted", protocol.MaxJSONItems+1)
 	}
 	r = protocol.InvokeResult{}
-	json.Unmarshal(encodeResult("i", "node.fs.list", json.RawMessage(`{"a":`), nil, 1<<20, false), &r)
+	json.Unmarshal(encodeResult("i", protocol.PureRead("node.fs.list"), json.RawMessage(`{"a":`), nil, 1<<20, false), &r)
 	if r.Error == nil || r.Error.Code != protocol.CodeInternal {
 		t.Fatal("invalid JSON accepted")
 	}
@@ -72,12 +72,12 @@ func TestMaxResultBytesBoundary(t *testing.T) {
 		room := maxResultBytes(id, limit)
 		at := `"` + strings.Repeat("a", room-2) + `"`
 		var r protocol.InvokeResult
-		json.Unmarshal(encodeResult(id, "node.fs.read", json.RawMessage(at), nil, limit, false), &r)
+		json.Unmarshal(encodeResult(id, protocol.PureRead("node.fs.read"), json.RawMessage(at), nil, limit, false), &r)
 		if r.Error != nil || len(r.Result) != room {
 			t.Fatalf("id %q: a payload of maxResultBytes = %d refused: %v", id, room, r.Error)
 		}
 		r = protocol.InvokeResult{}
-		json.Unmarshal(encodeResult(id, "node.fs.read", json.RawMessage(`"a`+at[1:]), nil, limit, false), &r)
+		json.Unmarshal(encodeResult(id, protocol.PureRead("node.fs.read"), json.RawMessage(`"a`+at[1:]), nil, limit, false), &r)
 		if r.Error == nil || r.Error.DomainCode() != protocol.DomainPayloadTooLarge {
 			t.Fatalf("id %q: a payload of %d bytes accepted", id, room+1)
 		}
@@ -114,7 +114,7 @@ func TestEncodeResultAfterEffect(t *testing.T) {
 		{"dispatcher error after an effect", "node.process.run", nil, limited, true, protocol.DomainRateLimited, false, true},
 		{"dispatcher error without an effect", "node.process.run", nil, limited, false, protocol.DomainRateLimited, true, false},
 	} {
-		code, retry, applied := flags(encodeResult("i1", c.method, c.payload, c.perr, limit, c.applied))
+		code, retry, applied := flags(encodeResult("i1", protocol.PureRead(c.method), c.payload, c.perr, limit, c.applied))
 		if code != c.code || retry != c.retry || applied != c.applied2 {
 			t.Errorf("%s: %s retrySafe %v mutationMayHaveApplied %v, want %s %v %v",
 				c.name, code, retry, applied, c.code, c.retry, c.applied2)
@@ -151,7 +151,7 @@ func TestUndeliverableResultFlags(t *testing.T) {
 		{"node.fs.write", nil, protocol.Errorf(protocol.CodeInternal, "%s", strings.Repeat("m", limit)).WithRetry(true, false), false, true, false},
 	} {
 		var r protocol.InvokeResult
-		if err := json.Unmarshal(encodeResult("i", c.method, c.payload, c.perr, limit, c.applied), &r); err != nil {
+		if err := json.Unmarshal(encodeResult("i", protocol.PureRead(c.method), c.payload, c.perr, limit, c.applied), &r); err != nil {
 			t.Fatal(err)
 		}
 		if r.Error == nil || r.Error.Details == nil || r.Error.Details.RetrySafe == nil || r.Error.Details.MutationMayHaveApplied == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"lemon/client"
+	"lemon/host/moduleset"
 	"lemon/protocol"
 )
 
@@ -189,6 +190,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// declarations returns the method declarations of the installed set
+// (nil without one).
+func (w *Worker) declarations() map[string]moduleset.Method {
+	w.mu.Lock()
+	set := w.set
+	w.mu.Unlock()
+	if set == nil {
+		return nil
+	}
+	out := map[string]moduleset.Method{}
+	for _, mod := range set.Manifest.Modules {
+		for _, ms := range mod.Methods {
+			out[ms.Name] = ms
+		}
+	}
+	return out
+}
+
 func (w *Worker) current() (Dispatcher, string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -273,7 +292,8 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		}
 	}
 	s := &session{w: w, disp: disp, inflight: map[string]context.CancelFunc{},
-		sem: make(chan struct{}, w.cfg.MaxConcurrent), readyCh: make(chan struct{})}
+		sem: make(chan struct{}, w.cfg.MaxConcurrent), readyCh: make(chan struct{}),
+		decl: w.declarations(), changed: make(chan string, 1)}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	defer s.cancel()
 
@@ -334,39 +354,67 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 
 	// A module-set sync runs beside the session; the session waits for it
 	// before returning, so no fetch writes the cache and no dispatcher is
-	// installed after Run has returned.
+	// installed after Run has returned. One starts when hello-ok names
+	// another set, and again at each node.modules.changed (the controller
+	// re-pinned) naming a set not yet installed.
 	reload := make(chan error, 1)
-	syncing := false
-	if hello.ModuleSet != nil && hello.ModuleSet.Digest != digest && w.cfg.LoadModules != nil {
+	syncing, pending := false, ""
+	startSync := func(want string) {
 		syncing = true
-		go func() { reload <- w.syncModules(s.ctx, conn, hello.ModuleSet.Digest) }()
+		go func() { reload <- w.syncModules(s.ctx, conn, want) }()
+	}
+	if hello.ModuleSet != nil && hello.ModuleSet.Digest != digest && w.cfg.LoadModules != nil {
+		startSync(hello.ModuleSet.Digest)
 	}
 
 	res := sessionResult{}
-	select {
-	case <-ctx.Done():
-		res.reason = "stopping"
-	case <-conn.Done():
-		res.reason = safeReason(conn.Err())
-		var ce *websocket.CloseError
-		if errors.As(conn.Err(), &ce) && ce.Code == closeSessionReplaced {
-			res.replaced, res.reason = true, "replaced by another connection of this node"
-		}
-	case err := <-reload:
-		syncing = false
-		if err != nil {
-			// Keep serving what we have; the controller routes only the
-			// methods we advertised.
-			w.log.Warn("module set not updated", "reason", safeReason(err))
-			select {
-			case <-ctx.Done():
-				res.reason = "stopping"
-			case <-conn.Done():
-				res.reason = safeReason(conn.Err())
+	var drained <-chan struct{}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			res.reason = "stopping"
+			break loop
+		case <-conn.Done():
+			res.reason = safeReason(conn.Err())
+			var ce *websocket.CloseError
+			if errors.As(conn.Err(), &ce) && ce.Code == closeSessionReplaced {
+				res.replaced, res.reason = true, "replaced by another connection of this node"
 			}
-		} else {
+			break loop
+		case want := <-s.changed:
+			if w.cfg.LoadModules == nil || drained != nil {
+				continue
+			}
+			if _, cur := w.current(); want == cur {
+				continue
+			}
+			if syncing {
+				pending = want
+				continue
+			}
+			startSync(want)
+		case err := <-reload:
+			syncing = false
+			if err != nil {
+				// Keep serving what we have; the controller routes only the
+				// methods we advertised.
+				w.log.Warn("module set not updated", "reason", safeReason(err))
+				if pending != "" {
+					want := pending
+					pending = ""
+					startSync(want)
+				}
+				continue
+			}
+			// Installed: finish the calls in flight on this connection
+			// (new ones are refused, retry-safe), then reconnect
+			// advertising the new set's methods.
 			res.reload = true
 			res.reason = "module set updated"
+			drained = s.startDrain()
+		case <-drained:
+			break loop
 		}
 	}
 	res.stable = time.Since(connectedAt) >= w.cfg.Backoff.Max

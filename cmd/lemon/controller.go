@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"lemon/controller"
@@ -35,13 +36,15 @@ Serves /ws for operators and nodes until SIGINT or SIGTERM.
                        else memory only)
   --session-ttl D      lifetime of a paired node's session, 1s to 168h (default 168h)
   --module-set DIR     pinned module-set directory (default: the policy's module_set, else the set
-                       built into this binary; 'lemon modules export DIR' writes that one)
+                       built into this binary; 'lemon modules export DIR' writes that one);
+                       SIGHUP re-reads it and re-pins without a restart
 
 The operator token comes from LEMON_CONTROL_PLANE_OPERATOR_TOKEN or the policy's [[operators]];
 without one the controller listens on loopback only.
 `
 
-// runController is `lemon controller`: it serves until SIGINT or SIGTERM.
+// runController is `lemon controller`: it serves until SIGINT or SIGTERM;
+// SIGHUP re-pins the --module-set directory (see watchRepin).
 // Messages go to stderr; the exit code is 0, 1 (failure) or 2 (usage).
 func runController(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lemon controller", flag.ContinueOnError)
@@ -137,6 +140,11 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	fmt.Fprintf(stderr, "lemon controller: listening on %s://%s/ws\n", scheme, ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP re-reads the module-set directory and re-pins it (docs/PLUGINS.md).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go watchRepin(ctx, hup, srv, pol.ModuleSet, stderr, &sync.Mutex{})
 	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 
+	"lemon/controller"
 	"lemon/host"
 	"lemon/host/conformance"
 	"lemon/host/moduleset"
@@ -202,15 +203,33 @@ func addToSet(setDir, family string, wasm []byte) error {
 			old, _ = m.Find(family)
 		}
 	}
+	prev, prevErr := os.ReadFile(filepath.Join(setDir, file))
 	if err := writeFileAtomic(filepath.Join(setDir, file), wasm); err != nil {
 		return err
 	}
+	var oldBytes []byte
 	if old.File != "" && old.File != file {
+		oldBytes, _ = os.ReadFile(filepath.Join(setDir, old.File))
 		if err := os.Remove(filepath.Join(setDir, old.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	if _, err := moduleset.WriteManifest(setDir, host.DescribeModule); err != nil {
+	// The set must stay one the controller pins: a module whose
+	// declarations clash with the set's is refused, and the set is left as
+	// it was.
+	check := func(m moduleset.Manifest, bytesByFamily map[string][]byte) error {
+		_, err := controller.NewModuleSet(m, bytesByFamily)
+		return err
+	}
+	if _, err := moduleset.WriteManifestChecked(setDir, host.DescribeModule, check); err != nil {
+		if prevErr == nil {
+			writeFileAtomic(filepath.Join(setDir, file), prev)
+		} else {
+			os.Remove(filepath.Join(setDir, file))
+		}
+		if oldBytes != nil {
+			writeFileAtomic(filepath.Join(setDir, old.File), oldBytes)
+		}
 		return fmt.Errorf("set %s: %w", setDir, err)
 	}
 	return nil

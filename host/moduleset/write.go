@@ -24,12 +24,22 @@ type Describer func(wasm []byte) (family, version string, methods []Method, err 
 // written to a temporary file and renamed, so a reader never sees half of
 // it. It returns the manifest written.
 func WriteManifest(dir string, describe Describer) (Manifest, error) {
+	return WriteManifestChecked(dir, describe, nil)
+}
+
+// WriteManifestChecked is WriteManifest with one more check before
+// anything is written: check (when not nil) gets the manifest and each
+// family's module bytes, and its error refuses the set (mkset and `lemon
+// plugin build --set` pass the controller's pinning check, so a set the
+// controller would refuse is refused when it is built).
+func WriteManifestChecked(dir string, describe Describer, check func(Manifest, map[string][]byte) error) (Manifest, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	if err != nil {
 		return Manifest{}, err
 	}
 	sort.Strings(files)
 	var m Manifest
+	bytesByFamily := map[string][]byte{}
 	for _, f := range files {
 		if filepath.Base(f)[0] == '.' {
 			continue
@@ -47,12 +57,18 @@ func WriteManifest(dir string, describe Describer) (Manifest, error) {
 			Size: int64(len(b)), File: filepath.Base(f)}
 		mod.Methods = append(mod.Methods, methods...)
 		m.Modules = append(m.Modules, mod)
+		bytesByFamily[mod.Family] = b
 	}
 	if err := m.Validate(); err != nil {
 		return Manifest{}, err
 	}
 	if err := m.CheckBounds(); err != nil {
 		return Manifest{}, err
+	}
+	if check != nil {
+		if err := check(m, bytesByFamily); err != nil {
+			return Manifest{}, err
+		}
 	}
 	out, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

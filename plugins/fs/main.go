@@ -42,25 +42,6 @@ func fsDeletePreviewPayload(ptr, size uint32) uint64
 //go:wasmimport lemon fs.delete
 func fsDelete(ptr, size uint32) uint64
 
-var manifest = sdk.Manifest{
-	Family:       "fs",
-	Version:      "1.1.0",
-	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.write", "fs.mkdir", "fs.move",
-		"fs.delete_preview_payload", "fs.delete"},
-	Methods: []sdk.MethodSpec{
-		{Name: "node.fs.list", Version: 1, Capability: "read"},
-		{Name: "node.fs.stat", Version: 1, Capability: "read"},
-		{Name: "node.fs.read", Version: 1, Capability: "read"},
-		{Name: "node.fs.write", Version: 1, Capability: "write",
-			InputBlobs: map[string]sdk.BlobSpec{"dataBase64": {Encoding: "base64", MaxBytes: protocol.FSMaxWriteBytes}}},
-		{Name: "node.fs.mkdir", Version: 1, Capability: "write"},
-		{Name: "node.fs.move", Version: 1, Capability: "write"},
-		{Name: "node.fs.delete.preview", Version: 1, Capability: "write"},
-		{Name: "node.fs.delete", Version: 1, Capability: "write"},
-	},
-}
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		"node.fs.list":           list,

@@ -16,14 +16,6 @@ import (
 //go:wasmimport lemon sysinfo.snapshot
 func sysinfoSnapshot(ptr, size uint32) uint64
 
-var manifest = sdk.Manifest{
-	Family:       "hostinfo",
-	Version:      "1.0.0",
-	Capabilities: []string{"hostinfo"},
-	HostCalls:    []string{"sysinfo.snapshot"},
-	Methods:      []sdk.MethodSpec{{Name: "node.host.info", Version: 1, Capability: "hostinfo"}},
-}
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
 }

@@ -29,19 +29,6 @@ func spawnGet(ptr, size uint32) uint64
 //go:wasmimport lemon spawn.cancel
 func spawnCancel(ptr, size uint32) uint64
 
-var manifest = sdk.Manifest{
-	Family:       "process",
-	Version:      "1.0.0",
-	Capabilities: []string{"exec"},
-	HostCalls:    []string{"spawn.run", "spawn.result", "spawn.get", "spawn.cancel"},
-	Methods: []sdk.MethodSpec{
-		{Name: protocol.MethodProcessRun, Version: 1, Capability: "exec",
-			InputBlobs: map[string]sdk.BlobSpec{"stdinBase64": {Encoding: "base64", MaxBytes: protocol.ProcessStdinMaxBytes}}},
-		{Name: protocol.MethodProcessGet, Version: 1, Capability: "exec"},
-		{Name: protocol.MethodProcessCancel, Version: 1, Capability: "exec"},
-	},
-}
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		protocol.MethodProcessRun:    run,

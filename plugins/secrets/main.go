@@ -32,20 +32,6 @@ func vaultDelete(ptr, size uint32) uint64
 //go:wasmimport lemon vault.receipt
 func vaultReceipt(ptr, size uint32) uint64
 
-var manifest = sdk.Manifest{
-	Family:       "secrets",
-	Version:      "1.1.0",
-	Capabilities: []string{"secrets"},
-	HostCalls:    []string{"vault.set", "vault.list_payload", "vault.delete", "vault.receipt"},
-	Methods: []sdk.MethodSpec{
-		{Name: protocol.MethodSecretsSet, Version: 1, Capability: "secrets",
-			InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: protocol.SecretValueMaxBytes}}},
-		{Name: protocol.MethodSecretsList, Version: 1, Capability: "secrets"},
-		{Name: protocol.MethodSecretsDelete, Version: 1, Capability: "secrets"},
-		{Name: protocol.MethodSecretsReceipt, Version: 1, Capability: "secrets"},
-	},
-}
-
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
 		protocol.MethodSecretsSet:     set,

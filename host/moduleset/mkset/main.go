@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"lemon/controller"
 	"lemon/host"
 	"lemon/host/moduleset"
 )
@@ -17,7 +18,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mkset DIR")
 		os.Exit(2)
 	}
-	if _, err := moduleset.WriteManifest(os.Args[1], host.DescribeModule); err != nil {
+	// Refuse at build time a set the controller would refuse to pin (bad
+	// declarations, clashing or out-of-namespace methods).
+	check := func(m moduleset.Manifest, bytesByFamily map[string][]byte) error {
+		_, err := controller.NewModuleSet(m, bytesByFamily)
+		return err
+	}
+	if _, err := moduleset.WriteManifestChecked(os.Args[1], host.DescribeModule, check); err != nil {
 		fmt.Fprintln(os.Stderr, "mkset:", err)
 		os.Exit(1)
 	}
