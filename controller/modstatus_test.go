@@ -11,17 +11,26 @@ import (
 	"lemon/protocol"
 )
 
-// goodAndBrokenSet pins two modules: "echo" serving mEcho and "broken"
-// serving mSlow. The controller does not compile modules, so any bytes do.
+// Methods declared only by the test sets' modules, each in its family's
+// namespace (the controller refuses first-party namespaces to others).
+const (
+	dEcho = "node.echo.echo"
+	dSlow = "node.broken.slow"
+	kEcho = "node.kv.echo"
+	kSlow = "node.kv.slow"
+)
+
+// goodAndBrokenSet pins two modules: "echo" serving dEcho and "broken"
+// serving dSlow. The controller does not compile modules, so any bytes do.
 func goodAndBrokenSet(t *testing.T) (*ModuleSet, moduleset.Manifest) {
 	t.Helper()
 	good, bad := []byte("good module bytes"), []byte("broken module bytes")
 	gs, bs := sha256.Sum256(good), sha256.Sum256(bad)
 	m := moduleset.Manifest{Modules: []moduleset.Module{
 		{Family: "echo", Version: "1.0.0", SHA256: hex.EncodeToString(gs[:]), Size: int64(len(good)), File: "echo.wasm",
-			Methods: []moduleset.Method{{Name: mEcho, Version: 1}}},
+			Methods: []moduleset.Method{{Name: dEcho, Version: 1}}},
 		{Family: "broken", Version: "0.1.0", SHA256: hex.EncodeToString(bs[:]), Size: int64(len(bad)), File: "broken.wasm",
-			Methods: []moduleset.Method{{Name: mSlow, Version: 1}}},
+			Methods: []moduleset.Method{{Name: dSlow, Version: 1}}},
 	}}
 	ms, err := NewModuleSet(m, map[string][]byte{"echo": good, "broken": bad})
 	if err != nil {
@@ -46,7 +55,7 @@ func TestModuleRefusedShownAndAnswered(t *testing.T) {
 		{Family: "echo", Version: "1.0.0", SHA256: m.Modules[0].SHA256, State: protocol.ModuleLoaded},
 		{Family: "broken", Version: "0.1.0", SHA256: m.Modules[1].SHA256, State: protocol.ModuleRefused, Reason: brokenReason},
 	}
-	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{mEcho: 1},
+	n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{dEcho: 1},
 		ModuleSetDigest: m.Digest(), Modules: statuses}, echoHandler)
 	nodeID := nodeIDOf("worker-1")
 	op := connectOperator(t, s.url, adminToken)
@@ -58,7 +67,7 @@ func TestModuleRefusedShownAndAnswered(t *testing.T) {
 		t.Fatalf("describe: %s", f.raw)
 	}
 
-	f = op.call(mSlow, map[string]any{"nodeId": nodeID})
+	f = op.call(dSlow, map[string]any{"nodeId": nodeID})
 	wantError(t, f, protocol.CodeUnavailable, protocol.DomainModuleRefused)
 	wantRetry(t, f, true, false)
 	if !strings.Contains(f.Error.Message, "broken") || !strings.Contains(f.Error.Message, "compile_failed") {
@@ -69,7 +78,7 @@ func TestModuleRefusedShownAndAnswered(t *testing.T) {
 		t.Fatalf("a call to a refused module reached the node: %s", req.Method)
 	default:
 	}
-	if f := op.call(mEcho, map[string]any{"nodeId": nodeID, "value": 7}); !f.OK {
+	if f := op.call(dEcho, map[string]any{"nodeId": nodeID, "value": 7}); !f.OK {
 		t.Fatalf("good module: %s", f.raw)
 	}
 
@@ -81,7 +90,7 @@ func TestModuleRefusedShownAndAnswered(t *testing.T) {
 	}
 	if st.Pinned == nil || st.Pinned.Digest != m.Digest() || len(st.Pinned.Modules) != 2 ||
 		st.Pinned.Modules[1].Family != "broken" || st.Pinned.Modules[1].SHA256 != m.Modules[1].SHA256 ||
-		len(st.Pinned.Modules[0].Methods) != 1 || st.Pinned.Modules[0].Methods[0] != mEcho {
+		len(st.Pinned.Modules[0].Methods) != 1 || st.Pinned.Modules[0].Methods[0] != dEcho {
 		t.Fatalf("pinned: %s", f.raw)
 	}
 	// Both token nodes are registered; worker-2 never connected.
@@ -99,10 +108,10 @@ func TestModuleStatusOtherDigest(t *testing.T) {
 	ms, m := goodAndBrokenSet(t)
 	cfg.ModuleSet = ms
 	s := startServer(t, cfg)
-	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{mEcho: 1},
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{dEcho: 1},
 		ModuleSetDigest: strings.Repeat("a", 64)}, echoHandler)
 	op := connectOperator(t, s.url, adminToken)
-	wantError(t, op.call(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1")}),
+	wantError(t, op.call(dSlow, map[string]any{"nodeId": nodeIDOf("worker-1")}),
 		protocol.CodeUnavailable, protocol.DomainNodeMethodUnavailable)
 	f := op.call(protocol.MethodModulesStatus, nil)
 	var st protocol.ModulesStatusResult
@@ -148,7 +157,7 @@ func TestModuleStatusBounds(t *testing.T) {
 		return out
 	}
 	adv := func(st []protocol.ModuleStatus) protocol.NodeAdvertise {
-		return protocol.NodeAdvertise{Methods: map[string]int{mEcho: 1}, Modules: st}
+		return protocol.NodeAdvertise{Methods: map[string]int{dEcho: 1}, Modules: st}
 	}
 	refusedWith := func(reason string) []protocol.ModuleStatus {
 		return []protocol.ModuleStatus{{Family: "f", Version: "1", SHA256: sha, State: protocol.ModuleRefused, Reason: reason}}
@@ -206,7 +215,7 @@ func TestCeilingDeniedMethodAnsweredByController(t *testing.T) {
 		sum := sha256.Sum256(b)
 		m := moduleset.Manifest{Modules: []moduleset.Module{{Family: "kv", Version: "1", SHA256: hex.EncodeToString(sum[:]),
 			Size: int64(len(b)), File: "kv.wasm", Methods: []moduleset.Method{
-				{Name: mEcho, Version: 1, Capability: "read"}, {Name: mSlow, Version: 1, Capability: "kv"}}}}}
+				{Name: kEcho, Version: 1, Capability: "read"}, {Name: kSlow, Version: 1, Capability: "kv"}}}}}
 		ms, err := NewModuleSet(m, map[string][]byte{"kv": b})
 		if err != nil {
 			t.Fatal(err)
@@ -232,16 +241,16 @@ func TestCeilingDeniedMethodAnsweredByController(t *testing.T) {
 			if tc.otherDigest {
 				digest = strings.Repeat("b", 64)
 			}
-			n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{mEcho: 1},
+			n := connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{kEcho: 1},
 				ModuleSetDigest: digest, Capabilities: tc.caps}, echoHandler)
 			op := connectOperator(t, s.url, adminToken)
-			wantError(t, op.call(mSlow, map[string]any{"nodeId": nodeIDOf("worker-1")}), tc.code, tc.domain)
+			wantError(t, op.call(kSlow, map[string]any{"nodeId": nodeIDOf("worker-1")}), tc.code, tc.domain)
 			select {
 			case req := <-n.requests:
 				t.Fatalf("reached the node: %s", req.Method)
 			default:
 			}
-			if f := op.call(mEcho, map[string]any{"nodeId": nodeIDOf("worker-1")}); !f.OK {
+			if f := op.call(kEcho, map[string]any{"nodeId": nodeIDOf("worker-1")}); !f.OK {
 				t.Fatalf("allowed method: %s", f.raw)
 			}
 		})
