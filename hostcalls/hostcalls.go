@@ -96,6 +96,21 @@ func Err(e *protocol.Error, when string) ErrorSpec {
 	return s
 }
 
+// GateErrors are the errors any host call can return before its Func
+// runs: from the gate (host/gate.go: capability, rate limits, deadline)
+// and from the import itself (argument bounds). docs/HOSTCALLS.md lists
+// them once for all calls.
+var GateErrors = []ErrorSpec{
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainCapabilityDenied,
+		When: "the call's capability is not in the module's effective capabilities (manifest ∩ node ceiling ∩ executionContext)"},
+	{Code: protocol.CodeRateLimited, Domain: protocol.DomainRateLimited,
+		When: "a worker-policy rate rule for the module and call is exhausted (retrySafe:true before the request's first effect; after it, mutationMayHaveApplied:true)"},
+	{Code: protocol.CodeTimeout, When: "the request deadline passed before the call"},
+	{Code: protocol.CodeInvalidParams, When: "args are longer than 1 MiB"},
+	{Code: protocol.CodeInvalidRequest, When: "args lie outside the module's memory"},
+	{Code: protocol.CodeInternal, When: "the call failed in a way it does not describe (generic message)"},
+}
+
 // ErrInvalidArgs is the error every Define'd call returns for args that do
 // not decode strictly into its contract args type.
 var ErrInvalidArgs = ErrorSpec{Code: protocol.CodeInvalidParams,

@@ -104,11 +104,11 @@ func fsSpecs() []Spec {
 		spec(FSStatCall, "Metadata of one path, without following a final symlink out of the allowed roots. Kept for fs modules before 1.1.0; use fs.stat_payload."),
 		spec(FSStatPayload, "Metadata of one path as a whole node.fs.stat payload (MIME type included) in an invocation blob."),
 		spec(FSRead, "Reads at most length bytes from offset; the bytes go to an invocation blob (result blob), sized so their base64 fits the request's result room."),
-		spec(FSWrite, "Writes the bytes of input blob blob at offset (truncating after them when truncate), creating parents when mkdirs; expectedModifiedAtMs, when set, must match the file's mtime. An effect."),
-		spec(FSMkdir, "Creates one directory (parents included). An effect."),
-		spec(FSMove, "Moves path to destination if path's mtime is still expectedModifiedAtMs; overwrite replaces an existing destination. An effect."),
+		spec(FSWrite, "Writes the bytes of input blob blob at offset (truncating after them when truncate), creating parents when mkdirs; expectedModifiedAtMs, when set, must match the file's mtime."),
+		spec(FSMkdir, "Creates one directory (parents included)."),
+		spec(FSMove, "Moves path to destination if path's mtime is still expectedModifiedAtMs; overwrite replaces an existing destination."),
 		spec(FSDeletePreview, "Counts what deleting path would remove and returns the confirmation token fs.delete needs. Kept for fs modules before 1.1.0; use fs.delete_preview_payload."),
 		spec(FSDeletePreviewPayload, "fs.delete_preview, as a whole node.fs.delete.preview payload in an invocation blob."),
-		spec(FSDelete, "Deletes path if confirmationToken still matches what a preview of it saw. An effect."),
+		spec(FSDelete, "Deletes path if confirmationToken still matches what a preview of it saw."),
 	}
 }

@@ -63,9 +63,9 @@ var (
 
 func spawnSpecs() []Spec {
 	return []Spec{
-		spec(SpawnRun, "Starts a native process under the worker policy, or answers with the receipt of an earlier run of the same processId. The module suspends on the returned handle until the run ends. An effect."),
+		spec(SpawnRun, "Starts a native process under the worker policy, or answers with the receipt of an earlier run of the same processId. The module suspends on the returned handle until the run ends."),
 		spec(SpawnResult, "The final receipt of the run this request started (after resuming on spawn.run's handle)."),
 		spec(SpawnGet, "Read-only receipt lookup by processId (not_found included)."),
-		spec(SpawnCancel, "Cancels a run: answers the terminal receipt, or a handle to suspend on while the signalled run is reaped. An effect."),
+		spec(SpawnCancel, "Cancels a run: answers the terminal receipt, or a handle to suspend on while the signalled run is reaped."),
 	}
 }

@@ -53,9 +53,9 @@ var (
 func storeSpecs() []Spec {
 	return []Spec{
 		spec(StoreGet, "Reads one key of the module's namespace."),
-		spec(StorePut, "Sets one key (one fsync'd transaction). An effect."),
-		spec(StoreCreate, "Sets one key only if it does not exist. An effect."),
-		spec(StoreDelete, "Deletes one key. An effect."),
+		spec(StorePut, "Sets one key (one fsync'd transaction)."),
+		spec(StoreCreate, "Sets one key only if it does not exist."),
+		spec(StoreDelete, "Deletes one key."),
 		spec(StoreList, "Lists keys in byte order."),
 	}
 }

@@ -44,10 +44,10 @@ var (
 
 func vaultSpecs() []Spec {
 	return []Spec{
-		spec(VaultSet, "Encrypts and stores the value blob under name, recording operationId's receipt when given. An effect."),
+		spec(VaultSet, "Encrypts and stores the value blob under name, recording operationId's receipt when given."),
 		spec(VaultList, "The secret names (at most 500). Kept for secrets modules before 1.1.0; use vault.list_payload."),
 		spec(VaultListPayload, "vault.list, as a whole node.secrets.list payload in an invocation blob."),
-		spec(VaultDelete, "Deletes one secret. An effect."),
+		spec(VaultDelete, "Deletes one secret."),
 		spec(VaultReceipt, "The receipt of an earlier vault.set with an operationId, for this node."),
 	}
 }

@@ -55,6 +55,8 @@ var (
 	listErrors = append(statErrors[:len(statErrors):len(statErrors)],
 		hostcalls.Err(protocol.FSError(protocol.DomainNotDirectory), "path is not a directory"))
 	readErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.InvalidParams("offset", ""), "offset is not 0 to 9007199254740991"),
+		hostcalls.Err(protocol.InvalidParams("length", ""), "length is not 1 to 1048576"),
 		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"))
 	writeErrors = append(statErrors[:len(statErrors):len(statErrors)],
 		hostcalls.Err(protocol.InvalidParams("dataBase64", ""), "blob names no input blob, or holds more than 1048576 bytes"),
