@@ -70,3 +70,31 @@ func TestJSONFields(t *testing.T) {
 		t.Fatalf("Empty: %#v", got)
 	}
 }
+
+// BenchmarkDefine measures what a Define'd entry adds around its handler:
+// the strict decode into the contract args type and the JSON encode of
+// the result (go test -run '^$' -bench Define ./hostcalls).
+func BenchmarkDefine(b *testing.B) {
+	empty := hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapHostInfo, hostcalls.AuditMeta,
+		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoSnapshot, error) {
+			return contract.SysinfoSnapshot{Hostname: "h", OS: "linux", CPUCount: 2}, nil
+		})
+	stat := hostcalls.Define(contract.FSStatCall, hostcalls.CapRead, hostcalls.AuditMeta,
+		func(context.Context, hostcalls.Call, contract.FSPathArgs) (contract.FSStat, error) {
+			return contract.FSStat{Path: "/a/b", Type: "file", Size: 1}, nil
+		})
+	for _, c := range []struct {
+		name string
+		fn   hostcalls.Func
+		args string
+	}{{"empty", empty.Func, `{}`}, {"stat", stat.Func, `{"path":"/a/b"}`}} {
+		b.Run(c.name, func(b *testing.B) {
+			args := []byte(c.args)
+			for b.Loop() {
+				if _, err := c.fn(context.Background(), nil, args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
