@@ -49,7 +49,7 @@ type Empty struct{}
 // module returns unread as sdk.Result.PayloadBlob (docs/ABI.md). 0 never
 // names a blob.
 type PayloadResult struct {
-	PayloadBlob uint32 `json:"payloadBlob"`
+	PayloadBlob uint32 `json:"payloadBlob" doc:"id of the blob holding the whole method payload"`
 }
 
 // Specs returns every host call of every family, sorted by name.

@@ -12,13 +12,13 @@ type (
 	// FSListArgs are the args of fs.list and fs.list_payload.
 	FSListArgs struct {
 		Path       string `json:"path"`
-		ShowHidden bool   `json:"showHidden"`
+		ShowHidden bool   `json:"showHidden" doc:"include names starting with a dot"`
 	}
 	// FSReadArgs are the args of fs.read: Offset and Length in bytes.
 	FSReadArgs struct {
 		Path   string `json:"path"`
-		Offset int64  `json:"offset"`
-		Length int64  `json:"length"`
+		Offset int64  `json:"offset" doc:"byte offset to read from, 0 to 9007199254740991"`
+		Length int64  `json:"length" doc:"bytes to read, 1 to 1048576"`
 	}
 	// FSWriteArgs are the args of fs.write: the method params with Blob,
 	// the id of the decoded dataBase64 input blob, in place of the data.
@@ -27,21 +27,21 @@ type (
 	FSMoveArgs struct {
 		Path                 string `json:"path"`
 		Destination          string `json:"destination"`
-		ExpectedModifiedAtMs *int64 `json:"expectedModifiedAtMs"`
-		Overwrite            bool   `json:"overwrite"`
+		ExpectedModifiedAtMs *int64 `json:"expectedModifiedAtMs" doc:"required: the mtime (ms since the epoch) path must still have"`
+		Overwrite            bool   `json:"overwrite" doc:"replace an existing destination"`
 	}
 	// FSDeletePreviewArgs are the args of fs.delete_preview and
 	// fs.delete_preview_payload.
 	FSDeletePreviewArgs struct {
 		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
+		Recursive bool   `json:"recursive" doc:"count a non-empty directory's whole tree"`
 	}
 	// FSDeleteArgs are the args of fs.delete: ConfirmationToken comes from
 	// a preview of the same path.
 	FSDeleteArgs struct {
 		Path              string `json:"path"`
-		Confirm           string `json:"confirm"`
-		ConfirmationToken string `json:"confirmationToken"`
+		Confirm           string `json:"confirm" doc:"must name path, as the preview returned it"`
+		ConfirmationToken string `json:"confirmationToken" doc:"the token of a preview of path"`
 	}
 
 	// FSStat is one entry's metadata (no mime: a module adds it from the

@@ -11,9 +11,9 @@ type (
 		ProcessID      string   `json:"processId"`
 		Cwd            string   `json:"cwd"`
 		Argv           []string `json:"argv"`
-		StdinBlob      uint32   `json:"stdinBlob"`
-		TimeoutMs      int64    `json:"timeoutMs"`
-		MaxOutputBytes int64    `json:"maxOutputBytes"`
+		StdinBlob      uint32   `json:"stdinBlob" doc:"id of the stdin input blob"`
+		TimeoutMs      int64    `json:"timeoutMs" doc:"ms"`
+		MaxOutputBytes int64    `json:"maxOutputBytes" doc:"bytes of stdout plus stderr to keep"`
 	}
 	// SpawnIDArgs are the args of spawn.result, spawn.get and spawn.cancel.
 	SpawnIDArgs struct {
@@ -34,16 +34,16 @@ type (
 	// Handle to suspend on, or "existing" with the Receipt of the id's
 	// earlier run.
 	SpawnRunResult struct {
-		Status  string        `json:"status"`
-		Handle  uint32        `json:"handle,omitempty"`
-		Receipt *SpawnReceipt `json:"receipt,omitempty"`
+		Status  string        `json:"status" doc:"\"started\" or \"existing\""`
+		Handle  uint32        `json:"handle,omitempty" doc:"with \"started\": the handle to suspend on"`
+		Receipt *SpawnReceipt `json:"receipt,omitempty" doc:"with \"existing\": the earlier run's receipt"`
 	}
 	// SpawnReceiptResult is the result of spawn.result and spawn.get, and
 	// of spawn.cancel when the receipt is final; spawn.cancel instead
 	// returns a Handle to suspend on while a signalled run is reaped.
 	SpawnReceiptResult struct {
 		Receipt *SpawnReceipt `json:"receipt,omitempty"`
-		Handle  uint32        `json:"handle,omitempty"`
+		Handle  uint32        `json:"handle,omitempty" doc:"spawn.cancel only: suspend on it while the run is reaped"`
 	}
 )
 

@@ -8,25 +8,25 @@ import "encoding/json"
 type (
 	// StoreKeyArgs are the args of store.get and store.delete.
 	StoreKeyArgs struct {
-		Key string `json:"key"`
+		Key string `json:"key" doc:"1 to 512 bytes of UTF-8 without NUL"`
 	}
 	// StorePutArgs are the args of store.put and store.create.
 	StorePutArgs struct {
-		Key   string          `json:"key"`
-		Value json.RawMessage `json:"value"`
+		Key   string          `json:"key" doc:"1 to 512 bytes of UTF-8 without NUL"`
+		Value json.RawMessage `json:"value" doc:"required; at most 65536 bytes of JSON"`
 	}
 	// StoreListArgs are the args of store.list: keys with Prefix, after
 	// After (exclusive), at most Limit (1 to 1000; 0 means 100).
 	StoreListArgs struct {
 		Prefix string `json:"prefix"`
-		After  string `json:"after"`
-		Limit  int    `json:"limit"`
+		After  string `json:"after" doc:"list keys after this one (exclusive)"`
+		Limit  int    `json:"limit" doc:"1 to 1000; 0 means 100"`
 	}
 	// StoreGetResult is the result of store.get: Value is null when not
 	// Found.
 	StoreGetResult struct {
 		Found bool            `json:"found"`
-		Value json.RawMessage `json:"value"`
+		Value json.RawMessage `json:"value" doc:"null when not found"`
 	}
 	// StoreDeleteResult is the result of store.delete: Deleted is false
 	// when there was no such key.
@@ -37,7 +37,7 @@ type (
 	// More when further keys match.
 	StoreListResult struct {
 		Keys []string `json:"keys"`
-		More bool     `json:"more"`
+		More bool     `json:"more" doc:"further keys match"`
 	}
 )
 

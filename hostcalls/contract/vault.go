@@ -11,8 +11,8 @@ type (
 	// plaintext never enters module memory.
 	VaultSetArgs struct {
 		Name        string  `json:"name"`
-		ValueBlob   *uint32 `json:"valueBlob"`
-		OperationID *string `json:"operationId,omitempty"`
+		ValueBlob   *uint32 `json:"valueBlob" doc:"id of the value input blob"`
+		OperationID *string `json:"operationId,omitempty" doc:"records a receipt vault.receipt can query"`
 	}
 	// VaultDeleteArgs are the args of vault.delete.
 	VaultDeleteArgs struct {

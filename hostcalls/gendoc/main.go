@@ -1,7 +1,8 @@
 // Command gendoc writes docs/HOSTCALLS.md, the reference of every host
 // call, from the host-call tables (hostcalls/families.DocTables: name,
 // capability, audit class, errors) and lemon/hostcalls/contract (argument
-// and result types, by reflection, and each call's description):
+// and result types by reflection, with each field's `doc` struct tag, and
+// each call's description):
 //
 //	go run ./hostcalls/gendoc > docs/HOSTCALLS.md
 //
@@ -68,7 +69,8 @@ func render(tables []hostcalls.Table) ([]byte, error) {
 	w("results are JSON; their Go types live in `lemon/hostcalls/contract`, which the host's tables decode\n")
 	w("and encode and the SDK's typed wrappers send and read, so a module never writes `//go:wasmimport`\n")
 	w("or a JSON shape of its own ([Writing a plugin](PLUGINS.md)). Args are decoded strictly: an unknown\n")
-	w("field or a wrong type is `INVALID_PARAMS` naming the field. A module must list each call it imports\n")
+	w("field or a wrong type is `INVALID_PARAMS` naming the field; a field left out is its zero value\n")
+	w("(the call's own checks then apply). A module must list each call it imports\n")
 	w("in its manifest's `hostcalls`, and a call runs only if its capability survives the node's ceiling.\n\n")
 	w("An **effect** (audit class `mutation`) changes node state: once one has succeeded in a request, the\n")
 	w("request's later non-effect calls are not rate-limited, and its errors say `mutationMayHaveApplied`\n")
@@ -89,9 +91,9 @@ func render(tables []hostcalls.Table) ([]byte, error) {
 		w("\n### `%s`\n\n%s\n\n", hc.Name, s.Doc)
 		w("- capability: `%s`\n- audit class: `%s` (%s)\n", hc.Capability, hc.Audit, effectText(hc))
 		w("\n**Arguments** (`contract.%s`)", typeName(s.Args))
-		fieldTable(&b, s.Args, "the call takes none: `{}`")
+		fieldTable(&b, s.Args, "the call takes none: `{}`", false)
 		w("\n**Result** (`%s`)", resultName(s.Result))
-		fieldTable(&b, s.Result, "`{}`")
+		fieldTable(&b, s.Result, "`{}`", true)
 		w("\n**Errors**\n\n")
 		errorTable(&b, hc.Errors)
 	}
@@ -158,8 +160,8 @@ func resultName(t reflect.Type) string {
 }
 
 type field struct {
-	name, typ string
-	optional  bool
+	name, typ, doc string
+	optional       bool
 }
 
 // fields returns the JSON fields of struct type t, embedded structs
@@ -188,7 +190,8 @@ func fields(t reflect.Type) []field {
 		if tag == "" {
 			tag = f.Name
 		}
-		out = append(out, field{name: tag, typ: jsonType(f.Type, 0), optional: strings.Contains(opts, "omitempty")})
+		out = append(out, field{name: tag, typ: jsonType(f.Type, 0), doc: f.Tag.Get("doc"),
+			optional: strings.Contains(opts, "omitempty")})
 	}
 	return out
 }
@@ -233,7 +236,9 @@ func jsonType(t reflect.Type, depth int) string {
 	return t.Kind().String()
 }
 
-func fieldTable(b *bytes.Buffer, t reflect.Type, empty string) {
+// fieldTable writes t's fields; a result table says which fields the
+// host may leave out.
+func fieldTable(b *bytes.Buffer, t reflect.Type, empty string, result bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -246,12 +251,19 @@ func fieldTable(b *bytes.Buffer, t reflect.Type, empty string) {
 		fmt.Fprintf(b, ": %s\n", empty)
 		return
 	}
-	b.WriteString("\n\n| field | type | may be absent |\n|---|---|---|\n")
+	if !result {
+		b.WriteString("\n\n| field | type | meaning |\n|---|---|---|\n")
+		for _, f := range fs {
+			fmt.Fprintf(b, "| `%s` | %s | %s |\n", f.name, cell(f.typ), cell(f.doc))
+		}
+		return
+	}
+	b.WriteString("\n\n| field | type | may be absent | meaning |\n|---|---|---|---|\n")
 	for _, f := range fs {
 		opt := "no"
 		if f.optional {
 			opt = "yes"
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %s |\n", f.name, cell(f.typ), opt)
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", f.name, cell(f.typ), opt, cell(f.doc))
 	}
 }

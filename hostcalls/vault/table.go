@@ -9,18 +9,18 @@ import (
 	"lemon/protocol"
 )
 
-// Host-call names of the secrets family.
-const (
-	HostCallSet     = "vault.set"
-	HostCallList    = "vault.list"
-	HostCallDelete  = "vault.delete"
-	HostCallReceipt = "vault.receipt"
+// Host-call names of the secrets family (from lemon/hostcalls/contract).
+var (
+	HostCallSet     = contract.VaultSet.Name()
+	HostCallList    = contract.VaultList.Name()
+	HostCallDelete  = contract.VaultDelete.Name()
+	HostCallReceipt = contract.VaultReceipt.Name()
 	// HostCallListPayload answers {payloadBlob}: the id of an invocation
 	// blob holding the whole node.secrets.list payload, which the module
 	// returns unread (sdk.Result.PayloadBlob, docs/ABI.md). Guest-side JSON
 	// costs about 1 µs a byte and 500 names are ~20 KB. Secrets modules
 	// from 1.1.0 use it; vault.list stays for modules built before.
-	HostCallListPayload = "vault.list_payload"
+	HostCallListPayload = contract.VaultListPayload.Name()
 )
 
 // The host-call shapes of the family, defined once in
