@@ -17,6 +17,9 @@ import (
 // types the guest SDK wrappers use), and every contract entry is offered
 // by a table. Runs with every family compiled in (the default build).
 func TestTablesMatchContract(t *testing.T) {
+	if n := len(DocTables()); n != 5 {
+		t.Skipf("%d of 5 host-call families compiled in (build tags)", n)
+	}
 	specs := map[string]contract.Spec{}
 	for _, s := range contract.Specs() {
 		if _, dup := specs[s.Name]; dup {
@@ -93,7 +96,7 @@ func TestDocTablesAreBuiltTables(t *testing.T) {
 		return out
 	}
 	built, doc := flat(s.Tables), flat(DocTables())
-	if len(built) != len(contract.Specs()) || !reflect.DeepEqual(built, doc) {
+	if len(built) == 0 || !reflect.DeepEqual(built, doc) {
 		t.Fatalf("built tables %v\ndoc tables %v", built, doc)
 	}
 }
