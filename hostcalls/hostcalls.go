@@ -10,8 +10,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
+	"strings"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -129,11 +132,14 @@ func (h *HostCall) Effect() bool { return h.Audit == AuditMutation }
 // guest as INTERNAL_ERROR with a generic message.
 type Func func(ctx context.Context, call Call, args []byte) ([]byte, error)
 
-// HostCall is one entry of a family's table.
+// HostCall is one entry of a family's table. First-party tables build
+// their entries with Define, from the call's lemon/hostcalls/contract
+// description, so host and guest share its argument and result types.
 type HostCall struct {
 	// Name is the import name, "family.operation" (e.g. "fs.stat").
 	Name string
-	// Params names the JSON fields of args, for docs and tests.
+	// Params names the JSON fields of args, for docs and tests (Define
+	// derives them from the contract's args type).
 	Params []string
 	// Capability the call requires (one of the Cap constants).
 	Capability string
@@ -145,6 +151,119 @@ type HostCall struct {
 	// Call.Blob. For every other host call the gate hides them: Blob
 	// answers false, and BlobSecret says why (docs/SECRETS.md).
 	SecretBlobs bool
+
+	// Spec is the contract description the entry was defined from (Args
+	// and Result types); zero for an entry not built with Define.
+	Spec contract.Spec
+	// Errors are the errors Func itself can return, beyond the gate's
+	// (docs/HOSTCALLS.md lists both).
+	Errors []ErrorSpec
+}
+
+// ReadsSecretBlobs returns h with SecretBlobs set: the call may read the
+// invocation's secret blobs (vault.set stores a secret value).
+func (h HostCall) ReadsSecretBlobs() HostCall {
+	h.SecretBlobs = true
+	return h
+}
+
+// ErrorSpec declares one error a host call can return: protocol error
+// Code, Domain code ("" for none), and When it happens.
+type ErrorSpec struct {
+	Code   string
+	Domain string
+	When   string
+}
+
+// Err declares the error e (as the host call constructs it, so its code
+// is the one it really carries) with the condition when.
+func Err(e *protocol.Error, when string) ErrorSpec {
+	s := ErrorSpec{Code: e.Code, When: when}
+	if e.Details != nil {
+		s.Domain = e.Details.Code
+	}
+	return s
+}
+
+// GateErrors are the errors any host call can return before its Func
+// runs: from the gate (host/gate.go: capability, rate limits, deadline)
+// and from the import itself (argument bounds). docs/HOSTCALLS.md lists
+// them once for all calls.
+var GateErrors = []ErrorSpec{
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainCapabilityDenied,
+		When: "the call's capability is not in the module's effective capabilities (manifest ∩ node ceiling ∩ executionContext)"},
+	{Code: protocol.CodeRateLimited, Domain: protocol.DomainRateLimited,
+		When: "a worker-policy rate rule for the module and call is exhausted (retrySafe:true before the request's first effect; after it, mutationMayHaveApplied:true)"},
+	{Code: protocol.CodeTimeout, When: "the request deadline passed before the call"},
+	{Code: protocol.CodeInvalidParams, When: "args are longer than 1 MiB"},
+	{Code: protocol.CodeInvalidRequest, When: "args lie outside the module's memory"},
+	{Code: protocol.CodeInternal, When: "the call failed in a way it does not describe (generic message)"},
+}
+
+// ErrInvalidArgs is the error every Define'd call returns for args that do
+// not decode strictly into its contract args type.
+var ErrInvalidArgs = ErrorSpec{Code: protocol.CodeInvalidParams,
+	When: "args are not a JSON object of the contract's fields and types (unknown fields included)"}
+
+// Define builds a table entry from the contract description c: the
+// entry's Func decodes args strictly into A (protocol.DecodeParams, an
+// INVALID_PARAMS error naming the field), calls fn, and encodes its R as
+// the JSON result. An error from fn is returned as is (the gate turns a
+// non-*protocol.Error into INTERNAL_ERROR). errs are the errors fn can
+// return; ErrInvalidArgs is added first.
+func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass,
+	fn func(ctx context.Context, call Call, args A) (R, error), errs ...ErrorSpec) HostCall {
+	return HostCall{
+		Name: c.Name(), Params: JSONFields(reflect.TypeFor[A]()), Capability: capability, Audit: audit,
+		Spec: c.Spec(), Errors: append([]ErrorSpec{ErrInvalidArgs}, errs...),
+		Func: func(ctx context.Context, call Call, args []byte) ([]byte, error) {
+			var a A
+			// {} decodes to the zero A whatever A is (the common args of
+			// calls that take none); skip the strict decoder for it.
+			if len(args) != 2 || args[0] != '{' || args[1] != '}' {
+				if perr := protocol.DecodeParams(args, &a); perr != nil {
+					return nil, perr
+				}
+			}
+			r, err := fn(ctx, call, a)
+			if err != nil {
+				return nil, err
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				return nil, protocol.Errorf(protocol.CodeInternal, "internal error")
+			}
+			return b, nil
+		},
+	}
+}
+
+// JSONFields returns the JSON field names of struct type t in order
+// (fields of embedded structs inline, "-" skipped); never nil.
+func JSONFields(t reflect.Type) []string {
+	out := []string{}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			out = append(out, JSONFields(f.Type)...)
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		out = append(out, tag)
+	}
+	return out
 }
 
 // BlobKeeper is implemented by the host's Call: the secrecy of a blob and

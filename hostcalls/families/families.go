@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sort"
 
 	"lemon/hostcalls"
 	"lemon/hostcalls/sysinfo"
@@ -64,11 +65,32 @@ type builder struct {
 	name  string
 	order int
 	build func(cfg Config, s *Set) error
+	// doc returns the family's table from a nil receiver: its entries'
+	// declarations, for docs and tests; its Funcs must not be called.
+	doc func() hostcalls.Table
 }
 
 var builders []builder
 
 func register(b builder) { builders = append(builders, b) }
+
+// DocTables returns the table of every compiled-in family (sysinfo first,
+// then in build order) without building any: names, capabilities, audit
+// classes, contract types and errors, for docs/HOSTCALLS.md and tests.
+// The entries' Funcs must not be called.
+func DocTables() []hostcalls.Table {
+	out := []hostcalls.Table{(*sysinfo.Sysinfo)(nil).Table()}
+	for _, b := range sortedBuilders() {
+		out = append(out, b.doc())
+	}
+	return out
+}
+
+func sortedBuilders() []builder {
+	sorted := append([]builder(nil), builders...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].order < sorted[j].order })
+	return sorted
+}
 
 // Build constructs every compiled-in family in dependency order.
 func Build(cfg Config) (*Set, error) {
@@ -82,15 +104,7 @@ func Build(cfg Config) (*Set, error) {
 	si := sysinfo.New(sysinfo.Config{DefaultCwd: cfg.DefaultCwd, LemonVersion: cfg.LemonVersion})
 	s.Tables = append(s.Tables, si.Table())
 	s.Families = append(s.Families, "sysinfo")
-	sorted := append([]builder(nil), builders...)
-	for i := range sorted {
-		for j := i + 1; j < len(sorted); j++ {
-			if sorted[j].order < sorted[i].order {
-				sorted[i], sorted[j] = sorted[j], sorted[i]
-			}
-		}
-	}
-	for _, b := range sorted {
+	for _, b := range sortedBuilders() {
 		before := len(s.Tables)
 		if err := b.build(cfg, s); err != nil {
 			s.Close()

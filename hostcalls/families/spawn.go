@@ -5,13 +5,14 @@ package families
 import (
 	"fmt"
 
+	"lemon/hostcalls"
 	"lemon/hostcalls/fs"
 	"lemon/hostcalls/spawn"
 	"lemon/hostcalls/store"
 )
 
 func init() {
-	register(builder{name: "spawn", order: 30, build: func(cfg Config, s *Set) error {
+	register(builder{name: "spawn", order: 30, doc: func() hostcalls.Table { return (*spawn.Spawner)(nil).Table() }, build: func(cfg Config, s *Set) error {
 		dirs, ok := s.shared["fs"].(*fs.FS)
 		st, ok2 := s.shared["store"].(*store.Store)
 		if !ok || !ok2 {

@@ -5,11 +5,12 @@ package families
 import (
 	"path/filepath"
 
+	"lemon/hostcalls"
 	"lemon/hostcalls/vault"
 )
 
 func init() {
-	register(builder{name: "vault", order: 40, build: func(cfg Config, s *Set) error {
+	register(builder{name: "vault", order: 40, doc: func() hostcalls.Table { return (*vault.Vault)(nil).Table() }, build: func(cfg Config, s *Set) error {
 		key := cfg.Policy.Vault
 		if key.KeyFile == "" && key.KeyEnv == "" {
 			// No master key configured: the node serves no secrets.

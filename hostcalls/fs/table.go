@@ -2,61 +2,16 @@ package fs
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
-// Interface guard: the table entries are hostcalls.Func values.
-var _ hostcalls.Func = (*FS)(nil).hcStat
-
-// Host-call argument shapes (JSON, decoded strictly). Paths are the
-// caller's strings; the host re-validates everything the module checked.
-type (
-	pathArgs struct {
-		Path string `json:"path"`
-	}
-	listArgs struct {
-		Path       string `json:"path"`
-		ShowHidden bool   `json:"showHidden"`
-	}
-	readArgs struct {
-		Path   string `json:"path"`
-		Offset int64  `json:"offset"`
-		Length int64  `json:"length"`
-	}
-	moveArgs struct {
-		Path                 string `json:"path"`
-		Destination          string `json:"destination"`
-		ExpectedModifiedAtMs *int64 `json:"expectedModifiedAtMs"`
-		Overwrite            bool   `json:"overwrite"`
-	}
-	previewArgs struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-	}
-	deleteArgs struct {
-		Path              string `json:"path"`
-		Confirm           string `json:"confirm"`
-		ConfirmationToken string `json:"confirmationToken"`
-	}
-)
-
-// Table returns the fs host calls (docs/ABI.md), one entry per operation:
-//
-//	fs.list           {path, showHidden}                 -> protocol.FSListResult (no mime; each entry also has its path)
-//	fs.list_payload   {path, showHidden}                 -> {payloadBlob}: blob = node.fs.list payload JSON
-//	fs.stat           {path}                             -> protocol.FSStat (no mime)
-//	fs.stat_payload   {path}                             -> {payloadBlob}: blob = node.fs.stat payload JSON
-//	fs.read           {path, offset, length}             -> protocol.FSReadCall (bytes in blob)
-//	fs.write          protocol.FSWriteCall (data in blob) -> protocol.FSWriteResult
-//	fs.mkdir          {path}                             -> protocol.FSMkdirResult
-//	fs.move           {path, destination, expectedModifiedAtMs, overwrite} -> protocol.FSMoveResult
-//	fs.delete_preview {path, recursive}                  -> protocol.FSDeletePreviewResult (no mime)
-//	fs.delete_preview_payload {path, recursive}          -> {payloadBlob}: blob = node.fs.delete.preview payload JSON
-//	fs.delete         {path, confirm, confirmationToken} -> protocol.FSDeleteResult
+// Table returns the fs host calls (docs/HOSTCALLS.md). Their argument and
+// result types are lemon/hostcalls/contract's FS* types, shared with the
+// guest SDK (plugins/sdk/fs).
 //
 // Reads need capability "read"; everything that can lead to a change,
 // delete previews included, needs "write".
@@ -68,70 +23,96 @@ type (
 // from 1.1.0 use them; fs.list, fs.stat and fs.delete_preview stay for
 // modules built before, which a controller may still pin.
 func (f *FS) Table() hostcalls.Table {
+	read, write := hostcalls.CapRead, hostcalls.CapWrite
 	return hostcalls.Table{
-		{Name: "fs.list", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcList},
-		{Name: "fs.list_payload", Params: []string{"path", "showHidden"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcListPayload},
-		{Name: "fs.stat", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStat},
-		{Name: "fs.stat_payload", Params: []string{"path"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditMeta, Func: f.hcStatPayload},
-		{Name: "fs.read", Params: []string{"path", "offset", "length"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: f.hcRead},
-		{Name: "fs.write", Params: []string{"path", "blob", "offset", "truncate", "mkdirs", "expectedModifiedAtMs"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcWrite},
-		{Name: "fs.mkdir", Params: []string{"path"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMkdir},
-		{Name: "fs.move", Params: []string{"path", "destination", "expectedModifiedAtMs", "overwrite"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcMove},
-		{Name: "fs.delete_preview", Params: []string{"path", "recursive"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditRead, Func: f.hcPreview},
-		{Name: "fs.delete_preview_payload", Params: []string{"path", "recursive"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditRead, Func: f.hcPreviewPayload},
-		{Name: "fs.delete", Params: []string{"path", "confirm", "confirmationToken"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: f.hcDelete},
+		hostcalls.Define(contract.FSList, read, hostcalls.AuditRead, f.hcList, listErrors...),
+		hostcalls.Define(contract.FSListPayload, read, hostcalls.AuditRead, f.hcListPayload, listErrors...),
+		hostcalls.Define(contract.FSStatCall, read, hostcalls.AuditMeta, f.hcStat, statErrors...),
+		hostcalls.Define(contract.FSStatPayload, read, hostcalls.AuditMeta, f.hcStatPayload, statErrors...),
+		hostcalls.Define(contract.FSRead, read, hostcalls.AuditRead, f.hcRead, readErrors...),
+		hostcalls.Define(contract.FSWrite, write, hostcalls.AuditMutation, f.hcWrite, writeErrors...),
+		hostcalls.Define(contract.FSMkdir, write, hostcalls.AuditMutation, f.hcMkdir, mkdirErrors...),
+		hostcalls.Define(contract.FSMove, write, hostcalls.AuditMutation, f.hcMove, moveErrors...),
+		hostcalls.Define(contract.FSDeletePreview, write, hostcalls.AuditRead, f.hcPreview, previewErrors...),
+		hostcalls.Define(contract.FSDeletePreviewPayload, write, hostcalls.AuditRead, f.hcPreviewPayload, previewErrors...),
+		hostcalls.Define(contract.FSDelete, write, hostcalls.AuditMutation, f.hcDelete, deleteErrors...),
 	}
 }
 
-func encode(v any, err error) ([]byte, error) {
+// The errors of the fs host calls, as data for docs/HOSTCALLS.md.
+var (
+	pathErrors = []hostcalls.ErrorSpec{
+		hostcalls.Err(protocol.FSError(protocol.DomainInvalidPath), "path is empty, too long, not UTF-8 or has NUL"),
+		hostcalls.Err(protocol.FSError(protocol.DomainNameTooLong), "a path component is too long"),
+		hostcalls.Err(protocol.FSError(protocol.DomainPathNotAllowed), "path resolves outside the allowed roots"),
+		hostcalls.Err(protocol.FSError(protocol.DomainPermissionDenied), "the OS refuses access"),
+		hostcalls.Err(protocol.FSError(protocol.DomainFilesystemBusy), "the family is closing (retry safe)"),
+		hostcalls.Err(protocol.FSOutcomeUnknown(false), "the request deadline passed during the operation"),
+		hostcalls.Err(protocol.FSError(protocol.DomainFilesystemError), "any other OS failure"),
+	}
+	statErrors = append(pathErrors[:len(pathErrors):len(pathErrors)],
+		hostcalls.Err(protocol.FSError(protocol.DomainNotFound), "path does not exist"))
+	listErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.FSError(protocol.DomainNotDirectory), "path is not a directory"))
+	readErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.InvalidParams("offset", ""), "offset is not 0 to 9007199254740991"),
+		hostcalls.Err(protocol.InvalidParams("length", ""), "length is not 1 to 1048576"),
+		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"))
+	writeErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.InvalidParams("dataBase64", ""), "blob names no input blob, or holds more than 1048576 bytes"),
+		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"),
+		hostcalls.Err(protocol.FSError(protocol.DomainRevisionConflict), "expectedModifiedAtMs does not match the file"))
+	mkdirErrors = append(pathErrors[:len(pathErrors):len(pathErrors)],
+		hostcalls.Err(protocol.FSError(protocol.DomainAlreadyExists), "something other than a directory exists at path"),
+		hostcalls.Err(protocol.FSError(protocol.DomainNotDirectory), "a parent is not a directory"))
+	moveErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.InvalidParams("expectedModifiedAtMs", ""), "expectedModifiedAtMs is missing"),
+		hostcalls.Err(protocol.FSError(protocol.DomainRevisionConflict), "path's mtime is not expectedModifiedAtMs"),
+		hostcalls.Err(protocol.FSError(protocol.DomainAlreadyExists), "destination exists and overwrite is false"),
+		hostcalls.Err(protocol.FSError(protocol.DomainCrossDevice), "destination is on another filesystem"),
+		hostcalls.Err(protocol.FSError(protocol.DomainAtomicMoveUnavailable), "the filesystem cannot move atomically without replacing"))
+	previewErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.FSError(protocol.DomainDirectoryNotEmpty), "path is a non-empty directory and recursive is false"),
+		hostcalls.Err(protocol.FSError(protocol.DomainPreviewTooLarge), "the tree holds more entries than a preview may count"))
+	deleteErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(protocol.InvalidParams("confirmationToken", ""), "confirmationToken is missing or too long"),
+		hostcalls.Err(protocol.FSError(protocol.DomainConfirmationMismatch), "confirm does not name path"),
+		hostcalls.Err(protocol.FSError(protocol.DomainStalePreview), "the tree changed since the preview"))
+)
+
+// run runs fn through f.do and returns its result by value; an error is
+// a *protocol.Error.
+func run[R any](ctx context.Context, f *FS, op string, mutation bool, fn func() (*R, error)) (R, error) {
+	var zero R
+	v, err := f.do(ctx, op, mutation, func() (any, error) { return fn() })
 	if err != nil {
-		return nil, protocol.AsError(err)
+		return zero, protocol.AsError(err)
 	}
-	return json.Marshal(v)
+	r, ok := v.(*R)
+	if !ok || r == nil {
+		return zero, protocol.FSError(protocol.DomainFilesystemError)
+	}
+	return *r, nil
 }
 
-func decode(args []byte, v any) error {
-	if err := protocol.DecodeParams(args, v); err != nil {
-		return err
-	}
-	return nil
-}
-
-func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a listArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
-	return encode(f.do(ctx, "list", false, func() (any, error) {
+func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, a contract.FSListArgs) (contract.FSListResult, error) {
+	return run(ctx, f, "list", false, func() (*contract.FSListResult, error) {
 		r, err := f.List(a.Path, a.ShowHidden)
 		if err != nil {
 			return nil, err
 		}
 		return legacyList(r), nil
-	}))
+	})
 }
 
-// legacyListResult is the fs.list result as fs modules before 1.1.0
-// decode it: they take each entry's MIME type from a per-entry path, so
-// this host call keeps that field for them. node.fs.list payloads built
-// by fs.list_payload have no per-entry path (protocol.FSListEntry).
-type legacyListResult struct {
-	Path      string            `json:"path"`
-	Entries   []legacyListEntry `json:"entries"`
-	Limit     int               `json:"limit"`
-	Truncated bool              `json:"truncated"`
-}
-
-type legacyListEntry struct {
-	Name  string `json:"name"`
-	Error string `json:"error,omitempty"`
-	*protocol.FSStat
-}
-
-func legacyList(r *protocol.FSListResult) *legacyListResult {
-	out := &legacyListResult{Path: r.Path, Entries: make([]legacyListEntry, len(r.Entries)), Limit: r.Limit, Truncated: r.Truncated}
+// legacyList is the fs.list result as fs modules before 1.1.0 decode it:
+// they take each entry's MIME type from a per-entry path, so this host
+// call keeps that field for them. node.fs.list payloads built by
+// fs.list_payload have no per-entry path (protocol.FSListEntry).
+func legacyList(r *protocol.FSListResult) *contract.FSListResult {
+	out := &contract.FSListResult{Path: r.Path, Entries: make([]contract.FSListEntry, len(r.Entries)), Limit: r.Limit, Truncated: r.Truncated}
 	for i, e := range r.Entries {
-		out.Entries[i] = legacyListEntry{Name: e.Name, Error: e.Error}
+		out.Entries[i] = contract.FSListEntry{Name: e.Name, Error: e.Error}
 		if s := e.FSEntryStat; s != nil {
 			out.Entries[i].FSStat = &protocol.FSStat{Path: strings.TrimSuffix(r.Path, "/") + "/" + e.Name,
 				Type: s.Type, Size: s.Size, MtimeMs: s.MtimeMs, Mode: s.Mode, Readable: s.Readable, Writable: s.Writable}
@@ -140,120 +121,75 @@ func legacyList(r *protocol.FSListResult) *legacyListResult {
 	return out
 }
 
-func (f *FS) hcListPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a listArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcListPayload(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.PayloadResult, error) {
 	v, err := f.do(ctx, "list", false, func() (any, error) { return f.ListPayload(a.Path, a.ShowHidden) })
 	return payloadBlob(call, v, err)
 }
 
 // payloadBlob stores a payload built by fn as an invocation blob and
 // answers {"payloadBlob": id}.
-func payloadBlob(call hostcalls.Call, v any, err error) ([]byte, error) {
+func payloadBlob(call hostcalls.Call, v any, err error) (contract.PayloadResult, error) {
 	if err != nil {
-		return nil, protocol.AsError(err)
+		return contract.PayloadResult{}, protocol.AsError(err)
 	}
 	b, ok := v.([]byte)
 	if !ok {
-		return nil, protocol.FSError(protocol.DomainFilesystemError)
+		return contract.PayloadResult{}, protocol.FSError(protocol.DomainFilesystemError)
 	}
-	return json.Marshal(payloadCall{PayloadBlob: call.PutBlob(b)})
+	return contract.PayloadResult{PayloadBlob: call.PutBlob(b)}, nil
 }
 
-// payloadCall is the result of the _payload host calls.
-type payloadCall struct {
-	PayloadBlob uint32 `json:"payloadBlob"`
+func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, a contract.FSPathArgs) (contract.FSStat, error) {
+	return run(ctx, f, "stat", false, func() (*protocol.FSStat, error) { return f.Stat(a.Path) })
 }
 
-func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a pathArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
-	return encode(f.do(ctx, "stat", false, func() (any, error) { return f.Stat(a.Path) }))
-}
-
-func (f *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a pathArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.PayloadResult, error) {
 	v, err := f.do(ctx, "stat", false, func() (any, error) { return f.StatPayload(a.Path) })
 	return payloadBlob(call, v, err)
 }
 
-func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a readArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
-	return encode(f.do(ctx, "read", false, func() (any, error) {
+func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSReadArgs) (contract.FSReadResult, error) {
+	return run(ctx, f, "read", false, func() (*protocol.FSReadCall, error) {
 		return f.read(a.Path, a.Offset, a.Length, call.Invocation().MaxResultBytes, call.PutBlob)
-	}))
+	})
 }
 
-func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a protocol.FSWriteCall
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, a contract.FSWriteArgs) (contract.FSWriteResult, error) {
 	data, ok := call.Blob(a.Blob)
 	if !ok {
-		return nil, protocol.InvalidParams("dataBase64", "dataBase64 is required")
+		return contract.FSWriteResult{}, protocol.InvalidParams("dataBase64", "dataBase64 is required")
 	}
 	if len(data) > protocol.FSMaxWriteBytes {
-		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
+		return contract.FSWriteResult{}, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
 	}
-	return encode(f.do(ctx, "write", true, func() (any, error) { return f.Write(a, data) }))
+	return run(ctx, f, "write", true, func() (*protocol.FSWriteResult, error) { return f.Write(a, data) })
 }
 
-func (f *FS) hcMkdir(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a pathArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
-	return encode(f.do(ctx, "mkdir", true, func() (any, error) { return f.Mkdir(a.Path) }))
+func (f *FS) hcMkdir(ctx context.Context, _ hostcalls.Call, a contract.FSPathArgs) (contract.FSMkdirResult, error) {
+	return run(ctx, f, "mkdir", true, func() (*protocol.FSMkdirResult, error) { return f.Mkdir(a.Path) })
 }
 
-func (f *FS) hcMove(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a moveArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcMove(ctx context.Context, _ hostcalls.Call, a contract.FSMoveArgs) (contract.FSMoveResult, error) {
 	if a.ExpectedModifiedAtMs == nil {
-		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs is required")
+		return contract.FSMoveResult{}, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs is required")
 	}
-	return encode(f.do(ctx, "move", true, func() (any, error) {
+	return run(ctx, f, "move", true, func() (*protocol.FSMoveResult, error) {
 		return f.Move(a.Path, a.Destination, *a.ExpectedModifiedAtMs, a.Overwrite)
-	}))
+	})
 }
 
-func (f *FS) hcPreview(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a previewArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
-	return encode(f.do(ctx, "delete_preview", false, func() (any, error) { return f.Preview(a.Path, a.Recursive) }))
+func (f *FS) hcPreview(ctx context.Context, _ hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.FSDeletePreviewResult, error) {
+	return run(ctx, f, "delete_preview", false, func() (*protocol.FSDeletePreviewResult, error) { return f.Preview(a.Path, a.Recursive) })
 }
 
-func (f *FS) hcPreviewPayload(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a previewArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcPreviewPayload(ctx context.Context, call hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.PayloadResult, error) {
 	v, err := f.do(ctx, "delete_preview", false, func() (any, error) { return f.PreviewPayload(a.Path, a.Recursive) })
 	return payloadBlob(call, v, err)
 }
 
-func (f *FS) hcDelete(ctx context.Context, _ hostcalls.Call, args []byte) ([]byte, error) {
-	var a deleteArgs
-	if err := decode(args, &a); err != nil {
-		return nil, err
-	}
+func (f *FS) hcDelete(ctx context.Context, _ hostcalls.Call, a contract.FSDeleteArgs) (contract.FSDeleteResult, error) {
 	if a.ConfirmationToken == "" || len(a.ConfirmationToken) > protocol.MaxConfirmationTokenBytes {
-		return nil, protocol.InvalidParams("confirmationToken", "confirmationToken is required")
+		return contract.FSDeleteResult{}, protocol.InvalidParams("confirmationToken", "confirmationToken is required")
 	}
-	return encode(f.do(ctx, "delete", true, func() (any, error) { return f.Delete(a.Path, a.Confirm, a.ConfirmationToken) }))
+	return run(ctx, f, "delete", true, func() (*protocol.FSDeleteResult, error) { return f.Delete(a.Path, a.Confirm, a.ConfirmationToken) })
 }

@@ -2,58 +2,28 @@ package spawn
 
 import (
 	"context"
-	"encoding/json"
 
 	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
-// WireReceipt is a receipt as the host calls return it to the guest: the
-// output bytes are invocation blobs (hostcalls.Call.PutBlob), never JSON.
-// StdoutBlob/StderrBlob are null when the output is unknown. The guest
-// names the blobs in its result so the host base64-encodes them into
-// stdoutBase64/stderrBase64.
-type WireReceipt struct {
-	State           string  `json:"state"`
-	ExitCode        *int    `json:"exitCode"`
-	StdoutBlob      *uint32 `json:"stdoutBlob"`
-	StderrBlob      *uint32 `json:"stderrBlob"`
-	OutputTruncated bool    `json:"outputTruncated"`
-}
+// The host-call shapes of the family, defined once in
+// lemon/hostcalls/contract and shared with the guest SDK (plugins/sdk/spawn).
+type (
+	// WireReceipt is a receipt as the host calls return it to the guest.
+	WireReceipt = contract.SpawnReceipt
+	// RunArgs are the args of spawn.run.
+	RunArgs = contract.SpawnRunArgs
+	// RunReply is the result of spawn.run.
+	RunReply = contract.SpawnRunResult
+	// IDArgs are the args of spawn.result, spawn.get and spawn.cancel.
+	IDArgs = contract.SpawnIDArgs
+	// ReceiptReply is the result of spawn.result, spawn.get and spawn.cancel.
+	ReceiptReply = contract.SpawnReceiptResult
+)
 
-// RunArgs are the args of spawn.run: the validated request, with stdin as
-// the id of the input blob the host decoded from stdinBase64.
-type RunArgs struct {
-	ProcessID      string   `json:"processId"`
-	Cwd            string   `json:"cwd"`
-	Argv           []string `json:"argv"`
-	StdinBlob      uint32   `json:"stdinBlob"`
-	TimeoutMs      int64    `json:"timeoutMs"`
-	MaxOutputBytes int64    `json:"maxOutputBytes"`
-}
-
-// RunReply is the result of spawn.run: Status "started" with the Handle
-// to suspend on, or "existing" with the Receipt of the id's earlier run.
-type RunReply struct {
-	Status  string       `json:"status"`
-	Handle  uint32       `json:"handle,omitempty"`
-	Receipt *WireReceipt `json:"receipt,omitempty"`
-}
-
-// IDArgs are the args of spawn.result, spawn.get and spawn.cancel.
-type IDArgs struct {
-	ProcessID string `json:"processId"`
-}
-
-// ReceiptReply is the result of spawn.result and spawn.get, and of
-// spawn.cancel when the receipt is final; spawn.cancel instead returns a
-// Handle to suspend on while a signalled run is being reaped.
-type ReceiptReply struct {
-	Receipt *WireReceipt `json:"receipt,omitempty"`
-	Handle  uint32       `json:"handle,omitempty"`
-}
-
-// Table returns the spawn host calls (capability exec):
+// Table returns the spawn host calls (capability exec; docs/HOSTCALLS.md):
 //
 //	spawn.run    RunArgs -> RunReply        starts a run, or answers for an existing id
 //	spawn.result IDArgs  -> ReceiptReply    the final receipt of the run this request started
@@ -61,13 +31,40 @@ type ReceiptReply struct {
 //	spawn.cancel IDArgs  -> ReceiptReply    cancel, tombstone, or the actual terminal receipt
 func (s *Spawner) Table() hostcalls.Table {
 	return hostcalls.Table{
-		{Name: "spawn.run", Params: []string{"processId", "cwd", "argv", "stdinBlob", "timeoutMs", "maxOutputBytes"},
-			Capability: hostcalls.CapExec, Audit: hostcalls.AuditMutation, Func: s.hcRun},
-		{Name: "spawn.result", Params: []string{"processId"}, Capability: hostcalls.CapExec, Audit: hostcalls.AuditRead, Func: s.hcResult},
-		{Name: "spawn.get", Params: []string{"processId"}, Capability: hostcalls.CapExec, Audit: hostcalls.AuditRead, Func: s.hcGet},
-		{Name: "spawn.cancel", Params: []string{"processId"}, Capability: hostcalls.CapExec, Audit: hostcalls.AuditMutation, Func: s.hcCancel},
+		hostcalls.Define(contract.SpawnRun, hostcalls.CapExec, hostcalls.AuditMutation, s.hcRun, runErrors...),
+		hostcalls.Define(contract.SpawnResult, hostcalls.CapExec, hostcalls.AuditRead, s.hcResult, resultErrors...),
+		hostcalls.Define(contract.SpawnGet, hostcalls.CapExec, hostcalls.AuditRead, s.hcGet, getErrors...),
+		hostcalls.Define(contract.SpawnCancel, hostcalls.CapExec, hostcalls.AuditMutation, s.hcCancel, cancelErrors...),
 	}
 }
+
+// The errors of the spawn host calls, as data for docs/HOSTCALLS.md.
+var (
+	idErrors = []hostcalls.ErrorSpec{
+		hostcalls.Err(protocol.InvalidParams("processId", ""), "processId is not a valid process id"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessStoreUnavailable, ""), "the receipt store failed"),
+	}
+	runErrors = append(idErrors[:len(idErrors):len(idErrors)],
+		hostcalls.Err(protocol.InvalidParams("stdinBase64", ""), "stdinBlob names no input blob"),
+		hostcalls.ErrorSpec{Code: protocol.CodeInvalidParams, When: "cwd, argv, timeoutMs or maxOutputBytes break the node.process.run limits"},
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed, ""), "the worker policy does not allow argv"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed, ""), "cwd is outside the allowed roots"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict, ""), "processId was used with other params"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessReceiptLimit, ""), "the node holds its maximum of receipts"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeInvalidRequest, protocol.DomainNotDirectory, ""), "cwd is not a directory"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeNotFound, protocol.DomainExecutableNotFound, ""), "argv[0] is not found"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainPermissionDenied, ""), "argv[0] or cwd is not accessible"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainExecFormat, ""), "argv[0] is not an executable format"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainArgumentListTooLong, ""), "the OS refuses argv as too long"),
+	)
+	resultErrors = append(idErrors[:len(idErrors):len(idErrors)],
+		hostcalls.Err(protocol.Errorf(protocol.CodeInvalidRequest, ""), "this request started no finished run under processId"))
+	getErrors = append(idErrors[:len(idErrors):len(idErrors)],
+		hostcalls.Err(protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, ""), "no receipt for processId"))
+	cancelErrors = append(getErrors[:len(getErrors):len(getErrors)],
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner, ""), "the run belongs to an older session generation"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessSignalFailed, ""), "the process could not be signalled"))
+)
 
 // wire turns a receipt into its host-call shape for call's invocation.
 // Output the invocation's connection cannot carry (it was captured for a
@@ -85,14 +82,10 @@ func wire(call hostcalls.Call, rc Receipt) *WireReceipt {
 	return w
 }
 
-func (s *Spawner) hcRun(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a RunArgs
-	if err := protocol.DecodeParams(args, &a); err != nil {
-		return nil, err
-	}
+func (s *Spawner) hcRun(ctx context.Context, call hostcalls.Call, a RunArgs) (RunReply, error) {
 	stdin, ok := call.Blob(a.StdinBlob)
 	if !ok {
-		return nil, protocol.InvalidParams("stdinBase64", "stdin blob is missing")
+		return RunReply{}, protocol.InvalidParams("stdinBase64", "stdin blob is missing")
 	}
 	inv := call.Invocation()
 	h, existing, err := s.Start(ctx, Request{
@@ -102,64 +95,60 @@ func (s *Spawner) hcRun(ctx context.Context, call hostcalls.Call, args []byte) (
 		OutputBudget: protocol.ProcessOutputBudget(inv.ResultRoom()),
 	})
 	if err != nil {
-		return nil, err
+		return RunReply{}, err
 	}
 	if existing != nil {
-		return json.Marshal(RunReply{Status: "existing", Receipt: wire(call, *existing)})
+		return RunReply{Status: contract.SpawnExisting, Receipt: wire(call, *existing)}, nil
 	}
-	return json.Marshal(RunReply{Status: "started", Handle: call.Await(h.Done())})
+	return RunReply{Status: contract.SpawnStarted, Handle: call.Await(h.Done())}, nil
 }
 
-func decodeID(args []byte) (string, *protocol.Error) {
-	var a IDArgs
-	if err := protocol.DecodeParams(args, &a); err != nil {
-		return "", err
-	}
+func decodeID(a IDArgs) (string, *protocol.Error) {
 	if err := protocol.ValidateProcessID(a.ProcessID); err != nil {
 		return "", err
 	}
 	return a.ProcessID, nil
 }
 
-func (s *Spawner) hcResult(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	id, perr := decodeID(args)
+func (s *Spawner) hcResult(ctx context.Context, call hostcalls.Call, a IDArgs) (ReceiptReply, error) {
+	id, perr := decodeID(a)
 	if perr != nil {
-		return nil, perr
+		return ReceiptReply{}, perr
 	}
 	r, ok := s.collect(call.Invocation().InvokeID, id)
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "this request started no finished run under that processId")
+		return ReceiptReply{}, protocol.Errorf(protocol.CodeInvalidRequest, "this request started no finished run under that processId")
 	}
 	rc, err := Run{r: r}.Result()
 	if err != nil {
-		return nil, err
+		return ReceiptReply{}, err
 	}
-	return json.Marshal(ReceiptReply{Receipt: wire(call, rc)})
+	return ReceiptReply{Receipt: wire(call, rc)}, nil
 }
 
-func (s *Spawner) hcGet(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	id, perr := decodeID(args)
+func (s *Spawner) hcGet(ctx context.Context, call hostcalls.Call, a IDArgs) (ReceiptReply, error) {
+	id, perr := decodeID(a)
 	if perr != nil {
-		return nil, perr
+		return ReceiptReply{}, perr
 	}
 	rc, err := s.Get(id)
 	if err != nil {
-		return nil, err
+		return ReceiptReply{}, err
 	}
-	return json.Marshal(ReceiptReply{Receipt: wire(call, rc)})
+	return ReceiptReply{Receipt: wire(call, rc)}, nil
 }
 
-func (s *Spawner) hcCancel(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	id, perr := decodeID(args)
+func (s *Spawner) hcCancel(ctx context.Context, call hostcalls.Call, a IDArgs) (ReceiptReply, error) {
+	id, perr := decodeID(a)
 	if perr != nil {
-		return nil, perr
+		return ReceiptReply{}, perr
 	}
 	rc, wait, err := s.Cancel(id, call.Invocation().SessionGeneration)
 	if err != nil {
-		return nil, err
+		return ReceiptReply{}, err
 	}
 	if wait != nil {
-		return json.Marshal(ReceiptReply{Handle: call.Await(wait)})
+		return ReceiptReply{Handle: call.Await(wait)}, nil
 	}
-	return json.Marshal(ReceiptReply{Receipt: wire(call, rc)})
+	return ReceiptReply{Receipt: wire(call, rc)}, nil
 }

@@ -83,7 +83,7 @@ func TestSessionRoomCapsOutput(t *testing.T) {
 	stdin := c.PutBlob(nil)
 	args, _ := json.Marshal(RunArgs{ProcessID: "head:1", Cwd: ".", Argv: []string{"head", "-c", "100000", "/dev/zero"},
 		StdinBlob: stdin, TimeoutMs: 30000, MaxOutputBytes: 1048576})
-	out, err := f.s.hcRun(context.Background(), c, args)
+	out, err := tableFunc(f.s, "spawn.run")(context.Background(), c, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestSessionRoomCapsOutput(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the run did not finish within a minute")
 	}
-	w, stdout, stderr := receiptOf(t, c, f.s.hcResult, "head:1")
+	w, stdout, stderr := receiptOf(t, c, tableFunc(f.s, "spawn.result"), "head:1")
 	state := w.State
 	if w.StdoutBlob == nil || len(stdout)+len(stderr) != budget || !w.OutputTruncated {
 		t.Fatalf("spawn.result: %d+%d output bytes, truncated %v; want %d, true", len(stdout), len(stderr), w.OutputTruncated, budget)
@@ -105,7 +105,7 @@ func TestSessionRoomCapsOutput(t *testing.T) {
 	for _, call := range []struct {
 		name string
 		fn   hostcalls.Func
-	}{{"spawn.get", f.s.hcGet}, {"spawn.cancel", f.s.hcCancel}} {
+	}{{"spawn.get", tableFunc(f.s, "spawn.get")}, {"spawn.cancel", tableFunc(f.s, "spawn.cancel")}} {
 		same := newCall("inv-2", room)
 		w, stdout, _ := receiptOf(t, same, call.fn, "head:1")
 		if w.StdoutBlob == nil || len(stdout) != budget {
@@ -128,3 +128,14 @@ func TestSessionRoomCapsOutput(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// tableFunc is the Func of s's table entry name: the decode, the call and
+// the encode, as the gate runs it.
+func tableFunc(s *Spawner, name string) hostcalls.Func {
+	for _, hc := range s.Table() {
+		if hc.Name == name {
+			return hc.Func
+		}
+	}
+	panic("no host call " + name)
+}

@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -15,28 +15,41 @@ const DomainStoreUnavailable = "store_unavailable"
 // DomainStoreFull is the domain code of a guest namespace at MaxKeys.
 const DomainStoreFull = "store_full"
 
-// Table returns the guest host calls of the store. Each call works on the
-// calling module's own namespace (call.Module()); there is no way to name
-// another one. Reads need the read capability, writes the write capability.
-//
-//	store.get    {key}                  -> {"found":bool,"value":<json>|null}
-//	store.put    {key,value}            -> {}
-//	store.create {key,value}            -> {} | CONFLICT already_exists
-//	store.delete {key}                  -> {"deleted":bool}
-//	store.list   {prefix,after?,limit?} -> {"keys":[...],"more":bool}
+// Table returns the guest host calls of the store (docs/HOSTCALLS.md;
+// argument and result types are lemon/hostcalls/contract's Store* types).
+// Each call works on the calling module's own namespace (call.Module());
+// there is no way to name another one. Reads need the read capability,
+// writes the write capability.
 //
 // Keys are 1–512 bytes of UTF-8 without NUL; values are any JSON value of
 // at most 64 KiB; list returns at most 1000 keys (default 100) in byte
 // order. Every write is one fsync'd transaction.
 func (s *Store) Table() hostcalls.Table {
 	return hostcalls.Table{
-		{Name: "store.get", Params: []string{"key"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: s.hcGet},
-		{Name: "store.put", Params: []string{"key", "value"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: s.hcPut},
-		{Name: "store.create", Params: []string{"key", "value"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: s.hcCreate},
-		{Name: "store.delete", Params: []string{"key"}, Capability: hostcalls.CapWrite, Audit: hostcalls.AuditMutation, Func: s.hcDelete},
-		{Name: "store.list", Params: []string{"prefix", "after", "limit"}, Capability: hostcalls.CapRead, Audit: hostcalls.AuditRead, Func: s.hcList},
+		hostcalls.Define(contract.StoreGet, hostcalls.CapRead, hostcalls.AuditRead, s.hcGet, keyErrors...),
+		hostcalls.Define(contract.StorePut, hostcalls.CapWrite, hostcalls.AuditMutation, s.hcPut, putErrors...),
+		hostcalls.Define(contract.StoreCreate, hostcalls.CapWrite, hostcalls.AuditMutation, s.hcCreate,
+			append(putErrors[:len(putErrors):len(putErrors)],
+				hostcalls.Err(protocol.DomainError(protocol.CodeConflict, protocol.DomainAlreadyExists, ""), "the key exists"))...),
+		hostcalls.Define(contract.StoreDelete, hostcalls.CapWrite, hostcalls.AuditMutation, s.hcDelete, keyErrors...),
+		hostcalls.Define(contract.StoreList, hostcalls.CapRead, hostcalls.AuditRead, s.hcList,
+			hostcalls.Err(protocol.InvalidParams("limit", ""), "limit is not 0 or 1 to 1000"),
+			hostcalls.Err(protocol.InvalidParams("prefix", ""), "prefix or after is longer than 512 bytes"),
+			errUnavailable),
 	}
 }
+
+// The errors of the store host calls, as data for docs/HOSTCALLS.md.
+var (
+	errUnavailable = hostcalls.Err(unavailable(), "the durable store failed")
+	keyErrors      = []hostcalls.ErrorSpec{
+		hostcalls.Err(protocol.InvalidParams("key", ""), "key is empty, longer than 512 bytes, not UTF-8 or has NUL"),
+		errUnavailable,
+	}
+	putErrors = append(keyErrors[:len(keyErrors):len(keyErrors)],
+		hostcalls.Err(protocol.InvalidParams("value", ""), "value is missing or longer than 65536 bytes"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, DomainStoreFull, ""), "a new key in a namespace at its key limit"))
+)
 
 func unavailable() *protocol.Error {
 	return protocol.DomainError(protocol.CodeUnavailable, DomainStoreUnavailable, "durable store unavailable").WithRetry(false, false)
@@ -51,21 +64,6 @@ func classify(err error) error {
 	return unavailable()
 }
 
-type keyArgs struct {
-	Key string `json:"key"`
-}
-
-type putArgs struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
-}
-
-type listArgs struct {
-	Prefix string `json:"prefix"`
-	After  string `json:"after"`
-	Limit  int    `json:"limit"`
-}
-
 func (s *Store) ns(call hostcalls.Call) (*Namespace, *protocol.Error) {
 	n, err := s.moduleNamespace(call.Module())
 	if err != nil {
@@ -74,65 +72,52 @@ func (s *Store) ns(call hostcalls.Call) (*Namespace, *protocol.Error) {
 	return n, nil
 }
 
-func decodeKey(args []byte) (string, *protocol.Error) {
-	var a keyArgs
-	if err := protocol.DecodeParams(args, &a); err != nil {
-		return "", err
+func checkKey(key string) *protocol.Error {
+	if !validKey(key) {
+		return protocol.InvalidParams("key", "key must be 1 to 512 bytes of UTF-8 without NUL")
 	}
-	if !validKey(a.Key) {
-		return "", protocol.InvalidParams("key", "key must be 1 to 512 bytes of UTF-8 without NUL")
-	}
-	return a.Key, nil
+	return nil
 }
 
-func decodePut(args []byte) (putArgs, *protocol.Error) {
-	var a putArgs
-	if err := protocol.DecodeParams(args, &a); err != nil {
-		return a, err
-	}
+func checkPut(a contract.StorePutArgs) *protocol.Error {
 	if !validKey(a.Key) {
-		return a, protocol.InvalidParams("key", "key must be 1 to 512 bytes of UTF-8 without NUL")
+		return protocol.InvalidParams("key", "key must be 1 to 512 bytes of UTF-8 without NUL")
 	}
 	if len(a.Value) == 0 {
-		return a, protocol.InvalidParams("value", "value is required")
+		return protocol.InvalidParams("value", "value is required")
 	}
 	if len(a.Value) > MaxValueBytes {
-		return a, protocol.InvalidParams("value", "value exceeds 65536 bytes")
+		return protocol.InvalidParams("value", "value exceeds 65536 bytes")
 	}
-	return a, nil
+	return nil
 }
 
-func (s *Store) hcGet(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	key, perr := decodeKey(args)
-	if perr != nil {
-		return nil, perr
+func (s *Store) hcGet(ctx context.Context, call hostcalls.Call, a contract.StoreKeyArgs) (contract.StoreGetResult, error) {
+	if perr := checkKey(a.Key); perr != nil {
+		return contract.StoreGetResult{}, perr
 	}
 	n, perr := s.ns(call)
 	if perr != nil {
-		return nil, perr
+		return contract.StoreGetResult{}, perr
 	}
 	var v []byte
 	var found bool
-	if err := n.View(func(tx *Tx) error { v, found = tx.Get(key); return nil }); err != nil {
-		return nil, classify(err)
+	if err := n.View(func(tx *Tx) error { v, found = tx.Get(a.Key); return nil }); err != nil {
+		return contract.StoreGetResult{}, classify(err)
 	}
 	if !found {
-		return []byte(`{"found":false,"value":null}`), nil
+		return contract.StoreGetResult{Found: false, Value: nil}, nil
 	}
-	return json.Marshal(struct {
-		Found bool            `json:"found"`
-		Value json.RawMessage `json:"value"`
-	}{true, v})
+	return contract.StoreGetResult{Found: true, Value: v}, nil
 }
 
-func (s *Store) put(call hostcalls.Call, args []byte, create bool) ([]byte, error) {
-	a, perr := decodePut(args)
-	if perr != nil {
-		return nil, perr
+func (s *Store) put(call hostcalls.Call, a contract.StorePutArgs, create bool) (contract.Empty, error) {
+	if perr := checkPut(a); perr != nil {
+		return contract.Empty{}, perr
 	}
 	n, perr := s.ns(call)
 	if perr != nil {
-		return nil, perr
+		return contract.Empty{}, perr
 	}
 	err := n.Update(func(tx *Tx) error {
 		_, exists := tx.Get(a.Key)
@@ -145,62 +130,54 @@ func (s *Store) put(call hostcalls.Call, args []byte, create bool) ([]byte, erro
 		return tx.Put(a.Key, a.Value)
 	})
 	if err != nil {
-		return nil, classify(err)
+		return contract.Empty{}, classify(err)
 	}
-	return []byte(`{}`), nil
+	return contract.Empty{}, nil
 }
 
-func (s *Store) hcPut(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	return s.put(call, args, false)
+func (s *Store) hcPut(ctx context.Context, call hostcalls.Call, a contract.StorePutArgs) (contract.Empty, error) {
+	return s.put(call, a, false)
 }
 
-func (s *Store) hcCreate(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	return s.put(call, args, true)
+func (s *Store) hcCreate(ctx context.Context, call hostcalls.Call, a contract.StorePutArgs) (contract.Empty, error) {
+	return s.put(call, a, true)
 }
 
-func (s *Store) hcDelete(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	key, perr := decodeKey(args)
-	if perr != nil {
-		return nil, perr
+func (s *Store) hcDelete(ctx context.Context, call hostcalls.Call, a contract.StoreKeyArgs) (contract.StoreDeleteResult, error) {
+	if perr := checkKey(a.Key); perr != nil {
+		return contract.StoreDeleteResult{}, perr
 	}
 	n, perr := s.ns(call)
 	if perr != nil {
-		return nil, perr
+		return contract.StoreDeleteResult{}, perr
 	}
 	var existed bool
 	err := n.Update(func(tx *Tx) error {
-		_, existed = tx.Get(key)
+		_, existed = tx.Get(a.Key)
 		if !existed {
 			return nil
 		}
-		return tx.Delete(key)
+		return tx.Delete(a.Key)
 	})
 	if err != nil {
-		return nil, classify(err)
+		return contract.StoreDeleteResult{}, classify(err)
 	}
-	if existed {
-		return []byte(`{"deleted":true}`), nil
-	}
-	return []byte(`{"deleted":false}`), nil
+	return contract.StoreDeleteResult{Deleted: existed}, nil
 }
 
-func (s *Store) hcList(ctx context.Context, call hostcalls.Call, args []byte) ([]byte, error) {
-	var a listArgs
-	if err := protocol.DecodeParams(args, &a); err != nil {
-		return nil, err
-	}
+func (s *Store) hcList(ctx context.Context, call hostcalls.Call, a contract.StoreListArgs) (contract.StoreListResult, error) {
 	if a.Limit == 0 {
 		a.Limit = 100
 	}
 	if a.Limit < 1 || a.Limit > MaxListLimit {
-		return nil, protocol.InvalidParams("limit", "limit must be 1 to 1000")
+		return contract.StoreListResult{}, protocol.InvalidParams("limit", "limit must be 1 to 1000")
 	}
 	if len(a.Prefix) > MaxKeyBytes || len(a.After) > MaxKeyBytes {
-		return nil, protocol.InvalidParams("prefix", "prefix and after must be at most 512 bytes")
+		return contract.StoreListResult{}, protocol.InvalidParams("prefix", "prefix and after must be at most 512 bytes")
 	}
 	n, perr := s.ns(call)
 	if perr != nil {
-		return nil, perr
+		return contract.StoreListResult{}, perr
 	}
 	keys := []string{}
 	more := false
@@ -220,10 +197,7 @@ func (s *Store) hcList(ctx context.Context, call hostcalls.Call, args []byte) ([
 		return err
 	})
 	if err != nil {
-		return nil, classify(err)
+		return contract.StoreListResult{}, classify(err)
 	}
-	return json.Marshal(struct {
-		Keys []string `json:"keys"`
-		More bool     `json:"more"`
-	}{keys, more})
+	return contract.StoreListResult{Keys: keys, More: more}, nil
 }

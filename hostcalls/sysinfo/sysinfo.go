@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -19,26 +18,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
-// Snapshot is the result of sysinfo.snapshot; field names and units match
-// the node.host.info payload (bytes, seconds).
-type Snapshot struct {
-	Hostname       string `json:"hostname"`
-	OS             string `json:"os"`
-	OSVersion      string `json:"osVersion"`
-	Arch           string `json:"arch"`
-	CPUCount       int    `json:"cpuCount"`
-	MemTotalBytes  uint64 `json:"memTotalBytes"`
-	MemFreeBytes   uint64 `json:"memFreeBytes"`
-	DiskTotalBytes uint64 `json:"diskTotalBytes"`
-	DiskFreeBytes  uint64 `json:"diskFreeBytes"`
-	UptimeSec      uint64 `json:"uptimeSec"`
-	LemonVersion   string `json:"lemonVersion"`
-	DefaultCwd     string `json:"defaultCwd"`
-	User           string `json:"user"`
-}
+// Snapshot is the result of sysinfo.snapshot (lemon/hostcalls/contract,
+// shared with the guest SDK plugins/sdk/sysinfo); field names and units
+// match the node.host.info payload (bytes, seconds).
+type Snapshot = contract.SysinfoSnapshot
 
 // Config says where measurements come from. ProcDir defaults to /proc;
 // tests point it at a fake tree to exercise failures.
@@ -59,21 +46,19 @@ func New(cfg Config) *Sysinfo {
 	return &Sysinfo{cfg: cfg}
 }
 
-// Table declares the family's host calls.
+// Table declares the family's host calls (docs/HOSTCALLS.md).
 func (s *Sysinfo) Table() hostcalls.Table {
-	return hostcalls.Table{{
-		Name:       "sysinfo.snapshot",
-		Params:     nil,
-		Capability: hostcalls.CapHostInfo,
-		Audit:      hostcalls.AuditMeta,
-		Func: func(ctx context.Context, _ hostcalls.Call, _ []byte) ([]byte, error) {
-			snap, err := s.Snapshot()
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(snap)
-		},
-	}}
+	return hostcalls.Table{
+		hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapHostInfo, hostcalls.AuditMeta,
+			func(ctx context.Context, _ hostcalls.Call, _ contract.Empty) (Snapshot, error) {
+				snap, err := s.Snapshot()
+				if err != nil {
+					return Snapshot{}, err
+				}
+				return *snap, nil
+			},
+			hostcalls.Err(unavailable("a measurement"), "a measurement fails; the message names which")),
+	}
 }
 
 func unavailable(what string) *protocol.Error {

@@ -14,33 +14,11 @@
 package main
 
 import (
+	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
+	"lemon/plugins/sdk/fs"
 	"lemon/protocol"
 )
-
-//go:wasmimport lemon fs.list_payload
-func fsListPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.stat_payload
-func fsStatPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.read
-func fsRead(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.write
-func fsWrite(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.mkdir
-func fsMkdir(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.move
-func fsMove(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.delete_preview_payload
-func fsDeletePreviewPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.delete
-func fsDelete(ptr, size uint32) uint64
 
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
@@ -72,20 +50,15 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSList(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r payloadCall
-	if err := sdk.Call(fsListPayload, map[string]any{"path": p.Path, "showHidden": p.ShowHidden}, &r); err != nil {
+	return payloadResult(fs.ListPayload(p.Path, p.ShowHidden))
+}
+
+// payloadResult returns the blob of a _payload host call, which holds the
+// method's whole payload object, as the result.
+func payloadResult(c contract.PayloadResult, err error) (*sdk.Result, error) {
+	if err != nil {
 		return nil, err
 	}
-	return r.result()
-}
-
-// payloadCall is the result of the host's _payload calls: the id of a blob
-// holding the method's whole payload object.
-type payloadCall struct {
-	PayloadBlob uint32 `json:"payloadBlob"`
-}
-
-func (c payloadCall) result() (*sdk.Result, error) {
 	if c.PayloadBlob == 0 {
 		return nil, protocol.Errorf(protocol.CodeInternal, "host returned no payload")
 	}
@@ -97,11 +70,7 @@ func stat(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSStat(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r payloadCall
-	if err := sdk.Call(fsStatPayload, map[string]any{"path": p.Path}, &r); err != nil {
-		return nil, err
-	}
-	return r.result()
+	return payloadResult(fs.StatPayload(p.Path))
 }
 
 func read(req *sdk.Request) (*sdk.Result, error) {
@@ -116,8 +85,8 @@ func read(req *sdk.Request) (*sdk.Result, error) {
 	if p.Length != nil {
 		length = *p.Length
 	}
-	var r protocol.FSReadCall
-	if err := sdk.Call(fsRead, map[string]any{"path": p.Path, "offset": offset, "length": length}, &r); err != nil {
+	r, err := fs.Read(p.Path, offset, length)
+	if err != nil {
 		return nil, err
 	}
 	out := r.FSReadResult
@@ -138,7 +107,7 @@ func write(req *sdk.Request) (*sdk.Result, error) {
 	if blob.Size > protocol.FSMaxWriteBytes {
 		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
 	}
-	args := protocol.FSWriteCall{Path: p.Path, Blob: blob.ID, Truncate: true, Mkdirs: p.Mkdirs,
+	args := contract.FSWriteArgs{Path: p.Path, Blob: blob.ID, Truncate: true, Mkdirs: p.Mkdirs,
 		ExpectedModifiedAtMs: p.ExpectedModifiedAtMs}
 	if p.Offset != nil {
 		args.Offset = *p.Offset
@@ -146,8 +115,8 @@ func write(req *sdk.Request) (*sdk.Result, error) {
 	if p.Truncate != nil {
 		args.Truncate = *p.Truncate
 	}
-	var r protocol.FSWriteResult
-	if err := sdk.Call(fsWrite, args, &r); err != nil {
+	r, err := fs.Write(args)
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: r}, nil
@@ -158,8 +127,8 @@ func mkdir(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSMkdir(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r protocol.FSMkdirResult
-	if err := sdk.Call(fsMkdir, map[string]any{"path": p.Path}, &r); err != nil {
+	r, err := fs.Mkdir(p.Path)
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: r}, nil
@@ -170,9 +139,8 @@ func move(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, p.Check); err != nil {
 		return nil, err
 	}
-	var r protocol.FSMoveResult
-	if err := sdk.Call(fsMove, map[string]any{"path": p.Path, "destination": p.Destination,
-		"expectedModifiedAtMs": *p.ExpectedModifiedAtMs, "overwrite": p.Overwrite}, &r); err != nil {
+	r, err := fs.Move(p.Path, p.Destination, *p.ExpectedModifiedAtMs, p.Overwrite)
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: r}, nil
@@ -183,11 +151,7 @@ func deletePreview(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSDeletePreview(req.Params) }); err != nil {
 		return nil, err
 	}
-	var r payloadCall
-	if err := sdk.Call(fsDeletePreviewPayload, map[string]any{"path": p.Path, "recursive": p.Recursive}, &r); err != nil {
-		return nil, err
-	}
-	return r.result()
+	return payloadResult(fs.DeletePreviewPayload(p.Path, p.Recursive))
 }
 
 func deleteEntry(req *sdk.Request) (*sdk.Result, error) {
@@ -195,9 +159,8 @@ func deleteEntry(req *sdk.Request) (*sdk.Result, error) {
 	if err := decode(req, &p, p.Check); err != nil {
 		return nil, err
 	}
-	var r protocol.FSDeleteResult
-	if err := sdk.Call(fsDelete, map[string]any{"path": p.Path, "confirm": p.Confirm,
-		"confirmationToken": p.ConfirmationToken}, &r); err != nil {
+	r, err := fs.Delete(p.Path, p.Confirm, p.ConfirmationToken)
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: r}, nil

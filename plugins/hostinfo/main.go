@@ -3,18 +3,14 @@
 // Command hostinfo is the module of the hostinfo family: node.host.info
 // (spec "Host information"), served from the sysinfo.snapshot host call.
 // It is also the smallest example of a plugin: a manifest, one handler,
-// one host-call import.
+// one host call through its typed wrapper (plugins/sdk/sysinfo).
 package main
 
 import (
-	"encoding/json"
-
 	"lemon/plugins/sdk"
+	"lemon/plugins/sdk/sysinfo"
 	"lemon/protocol"
 )
-
-//go:wasmimport lemon sysinfo.snapshot
-func sysinfoSnapshot(ptr, size uint32) uint64
 
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
@@ -26,8 +22,8 @@ func hostInfo(req *sdk.Request) (*sdk.Result, error) {
 	}
 	// The snapshot is passed through as raw JSON: the host already shaped
 	// it as the spec's payload, and re-encoding would only cost time.
-	var snap json.RawMessage
-	if err := sdk.Call(sysinfoSnapshot, nil, &snap); err != nil {
+	snap, err := sysinfo.SnapshotJSON()
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: snap}, nil

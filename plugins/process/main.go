@@ -13,21 +13,11 @@ package main
 import (
 	"encoding/json"
 
+	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
+	"lemon/plugins/sdk/spawn"
 	"lemon/protocol"
 )
-
-//go:wasmimport lemon spawn.run
-func spawnRun(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.result
-func spawnResult(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.get
-func spawnGet(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.cancel
-func spawnCancel(ptr, size uint32) uint64
 
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
@@ -35,39 +25,6 @@ func init() {
 		protocol.MethodProcessGet:    get,
 		protocol.MethodProcessCancel: cancel,
 	})
-}
-
-// The JSON shapes of the spawn host calls (hostcalls/spawn/table.go).
-type wireReceipt struct {
-	State           string  `json:"state"`
-	ExitCode        *int    `json:"exitCode"`
-	StdoutBlob      *uint32 `json:"stdoutBlob"`
-	StderrBlob      *uint32 `json:"stderrBlob"`
-	OutputTruncated bool    `json:"outputTruncated"`
-}
-
-type runArgs struct {
-	ProcessID      string   `json:"processId"`
-	Cwd            string   `json:"cwd"`
-	Argv           []string `json:"argv"`
-	StdinBlob      uint32   `json:"stdinBlob"`
-	TimeoutMs      int64    `json:"timeoutMs"`
-	MaxOutputBytes int64    `json:"maxOutputBytes"`
-}
-
-type runReply struct {
-	Status  string       `json:"status"`
-	Handle  uint32       `json:"handle"`
-	Receipt *wireReceipt `json:"receipt"`
-}
-
-type idArgs struct {
-	ProcessID string `json:"processId"`
-}
-
-type receiptReply struct {
-	Receipt *wireReceipt `json:"receipt"`
-	Handle  uint32       `json:"handle"`
 }
 
 // waitState is carried through a suspension.
@@ -83,8 +40,8 @@ func run(req *sdk.Request) (*sdk.Result, error) {
 	nodeID := receiptNode(req, p.NodeID)
 	if req.Resume != nil {
 		// The process ended: collect the final receipt this request owns.
-		var rep receiptReply
-		if err := sdk.Call(spawnResult, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+		rep, err := spawn.Result(p.ProcessID)
+		if err != nil {
 			return nil, err
 		}
 		return receipt(p.ProcessID, nodeID, rep.Receipt)
@@ -96,16 +53,15 @@ func run(req *sdk.Request) (*sdk.Result, error) {
 	if err := protocol.ValidateProcessStdinSize(stdin.Size); err != nil {
 		return nil, err
 	}
-	var rep runReply
-	err := sdk.Call(spawnRun, runArgs{ProcessID: p.ProcessID, Cwd: p.Cwd, Argv: p.Argv, StdinBlob: stdin.ID,
-		TimeoutMs: p.TimeoutMs, MaxOutputBytes: p.MaxOutputBytes}, &rep)
+	rep, err := spawn.Run(contract.SpawnRunArgs{ProcessID: p.ProcessID, Cwd: p.Cwd, Argv: p.Argv, StdinBlob: stdin.ID,
+		TimeoutMs: p.TimeoutMs, MaxOutputBytes: p.MaxOutputBytes})
 	if err != nil {
 		return nil, err
 	}
 	switch rep.Status {
-	case "existing":
+	case contract.SpawnExisting:
 		return receipt(p.ProcessID, nodeID, rep.Receipt)
-	case "started":
+	case contract.SpawnStarted:
 		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID}}}, nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "spawn.run returned an unknown status")
@@ -116,8 +72,8 @@ func get(req *sdk.Request) (*sdk.Result, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	var rep receiptReply
-	if err := sdk.Call(spawnGet, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+	rep, err := spawn.Get(p.ProcessID)
+	if err != nil {
 		return nil, err
 	}
 	return receipt(p.ProcessID, receiptNode(req, p.NodeID), rep.Receipt)
@@ -129,15 +85,16 @@ func cancel(req *sdk.Request) (*sdk.Result, error) {
 		return nil, perr
 	}
 	nodeID := receiptNode(req, p.NodeID)
-	var rep receiptReply
 	if req.Resume != nil {
 		// The signalled run has been reaped: read its final receipt.
-		if err := sdk.Call(spawnGet, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+		rep, err := spawn.Get(p.ProcessID)
+		if err != nil {
 			return nil, err
 		}
 		return receipt(p.ProcessID, nodeID, rep.Receipt)
 	}
-	if err := sdk.Call(spawnCancel, idArgs{ProcessID: p.ProcessID}, &rep); err != nil {
+	rep, err := spawn.Cancel(p.ProcessID)
+	if err != nil {
 		return nil, err
 	}
 	if rep.Receipt == nil {
@@ -158,7 +115,7 @@ func receiptNode(req *sdk.Request, paramsNodeID string) string {
 // receipt shapes the seven-field payload. Known output goes out as blobs
 // (the host writes their base64 into stdoutBase64/stderrBase64); unknown
 // output is null with outputTruncated:true.
-func receipt(processID, nodeID string, w *wireReceipt) (*sdk.Result, error) {
+func receipt(processID, nodeID string, w *contract.SpawnReceipt) (*sdk.Result, error) {
 	if w == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "host call returned no receipt")
 	}

@@ -1,18 +1,17 @@
 // Package sdk is the guest side of the module ABI (docs/ABI.md): what a
 // team writing its own method family imports. A module declares a
 // Manifest, registers one Handler per method with Serve from main's init,
-// and reaches the node only through host calls made with Call.
-//
-//	//go:wasmimport lemon sysinfo.snapshot
-//	func sysinfoSnapshot(ptr, size uint32) uint64
+// and reaches the node only through host calls, made with the typed
+// wrappers of each family (plugins/sdk/fs, store, spawn, vault, sysinfo;
+// docs/HOSTCALLS.md lists every call):
 //
 //	func init() {
 //		sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
 //	}
 //
 //	func hostInfo(req *sdk.Request) (*sdk.Result, error) {
-//		var snap Snapshot
-//		if err := sdk.Call(sysinfoSnapshot, nil, &snap); err != nil {
+//		snap, err := sysinfo.Snapshot()
+//		if err != nil {
 //			return nil, err
 //		}
 //		return &sdk.Result{Payload: snap}, nil
@@ -28,6 +27,7 @@ import (
 	"fmt"
 
 	"lemon/host/abi"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -120,6 +120,17 @@ func Call(fn ImportFunc, args any, out any) error {
 		return protocol.Errorf(protocol.CodeInternal, "host call returned malformed data")
 	}
 	return nil
+}
+
+// Invoke makes the host call c through its import fn with args and
+// returns its decoded result. It is what the family wrappers are built on:
+// c fixes the JSON shapes (lemon/hostcalls/contract), so a wrapper cannot
+// send or read another type than the host's table decodes and encodes. A
+// host error comes back as *protocol.Error.
+func Invoke[A, R any](fn ImportFunc, c contract.Call[A, R], args A) (R, error) {
+	var out R
+	err := Call(fn, args, &out)
+	return out, err
 }
 
 // Decode strictly decodes the request params into v (protocol.DecodeParams).

@@ -5,7 +5,7 @@
 // encrypted secrets" and "Reconciling a secret installation").
 //
 // The module validates params with the shared protocol checks, calls the
-// vault host calls (hostcalls/vault) and shapes each payload exactly as the
+// vault host calls through their typed wrapper (plugins/sdk/vault) and shapes each payload exactly as the
 // spec gives it. The secret value never enters this module's memory: the
 // manifest declares value as an input blob, so the host removes it from
 // params before the module runs and the module hands the vault only the
@@ -17,20 +17,9 @@ package main
 
 import (
 	"lemon/plugins/sdk"
+	"lemon/plugins/sdk/vault"
 	"lemon/protocol"
 )
-
-//go:wasmimport lemon vault.set
-func vaultSet(ptr, size uint32) uint64
-
-//go:wasmimport lemon vault.list_payload
-func vaultListPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon vault.delete
-func vaultDelete(ptr, size uint32) uint64
-
-//go:wasmimport lemon vault.receipt
-func vaultReceipt(ptr, size uint32) uint64
 
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
@@ -39,13 +28,6 @@ func init() {
 		protocol.MethodSecretsDelete:  del,
 		protocol.MethodSecretsReceipt: receipt,
 	})
-}
-
-// setArgs mirrors vault.SetArgs (the host package is not built for wasm).
-type setArgs struct {
-	Name        string  `json:"name"`
-	ValueBlob   *uint32 `json:"valueBlob"`
-	OperationID *string `json:"operationId,omitempty"`
 }
 
 func set(req *sdk.Request) (*sdk.Result, error) {
@@ -65,8 +47,8 @@ func set(req *sdk.Request) (*sdk.Result, error) {
 	if perr := protocol.CheckSecretValueSize(blob.Size); perr != nil {
 		return nil, perr
 	}
-	var res protocol.SecretsSetResult
-	if err := sdk.Call(vaultSet, setArgs{Name: p.Name, ValueBlob: &blob.ID, OperationID: p.OperationID}, &res); err != nil {
+	res, err := vault.Set(p.Name, blob.ID, p.OperationID)
+	if err != nil {
 		return nil, err
 	}
 	// Re-shape from known fields only: {name, set:true}, plus the
@@ -88,10 +70,8 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	}
 	// The host shapes {names, limit:500, truncated} into a blob; the names
 	// never cross guest JSON (docs/SECRETS.md, "Performance").
-	var res struct {
-		PayloadBlob uint32 `json:"payloadBlob"`
-	}
-	if err := sdk.Call(vaultListPayload, nil, &res); err != nil {
+	res, err := vault.ListPayload()
+	if err != nil {
 		return nil, err
 	}
 	if res.PayloadBlob == 0 {
@@ -105,10 +85,8 @@ func del(req *sdk.Request) (*sdk.Result, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	var res protocol.SecretsDeleteResult
-	if err := sdk.Call(vaultDelete, struct {
-		Name string `json:"name"`
-	}{p.Name}, &res); err != nil {
+	res, err := vault.Delete(p.Name)
+	if err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: protocol.SecretsDeleteResult{Name: res.Name, Deleted: true}}, nil
@@ -119,10 +97,8 @@ func receipt(req *sdk.Request) (*sdk.Result, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	var res protocol.SecretsReceiptResult
-	if err := sdk.Call(vaultReceipt, struct {
-		OperationID string `json:"operationId"`
-	}{p.OperationID}, &res); err != nil {
+	res, err := vault.Receipt(p.OperationID)
+	if err != nil {
 		return nil, err
 	}
 	// Exactly {nodeId, operationId, status, name, currentBindingMatches};

@@ -1,0 +1,102 @@
+package families
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
+	"lemon/policies"
+)
+
+// TestTablesMatchContract: every host call a node offers is defined from
+// its lemon/hostcalls/contract entry (the same name, args and result
+// types the guest SDK wrappers use), and every contract entry is offered
+// by a table. Runs with every family compiled in (the default build).
+func TestTablesMatchContract(t *testing.T) {
+	if n := len(DocTables()); n != 5 {
+		t.Skipf("%d of 5 host-call families compiled in (build tags)", n)
+	}
+	specs := map[string]contract.Spec{}
+	for _, s := range contract.Specs() {
+		if _, dup := specs[s.Name]; dup {
+			t.Fatalf("contract declares %s twice", s.Name)
+		}
+		if s.Args == nil || s.Args.Kind() != reflect.Struct || s.Result == nil || s.Doc == "" {
+			t.Fatalf("contract entry %s is incomplete: args %v, result %v, doc %q", s.Name, s.Args, s.Result, s.Doc)
+		}
+		specs[s.Name] = s
+	}
+	seen := map[string]bool{}
+	for _, table := range DocTables() {
+		for _, hc := range table {
+			s, ok := specs[hc.Name]
+			if !ok {
+				t.Errorf("table entry %s has no contract entry (add it to lemon/hostcalls/contract)", hc.Name)
+				continue
+			}
+			if hc.Spec.Name != hc.Name {
+				t.Errorf("table entry %s is not built with hostcalls.Define from its contract entry (Spec.Name %q)", hc.Name, hc.Spec.Name)
+			}
+			if hc.Spec.Args != s.Args || hc.Spec.Result != s.Result {
+				t.Errorf("%s: table types (%v -> %v) differ from the contract's (%v -> %v)", hc.Name, hc.Spec.Args, hc.Spec.Result, s.Args, s.Result)
+			}
+			if want := hostcalls.JSONFields(s.Args); !reflect.DeepEqual(hc.Params, want) {
+				t.Errorf("%s: Params %v, contract args fields %v", hc.Name, hc.Params, want)
+			}
+			if len(hc.Errors) == 0 || hc.Errors[0] != hostcalls.ErrInvalidArgs {
+				t.Errorf("%s: declared errors do not start with ErrInvalidArgs: %v", hc.Name, hc.Errors)
+			}
+			for _, e := range hc.Errors {
+				if e.Code == "" || e.When == "" {
+					t.Errorf("%s: incomplete error declaration %+v", hc.Name, e)
+				}
+			}
+			if prefix, _, _ := strings.Cut(hc.Name, "."); prefix == "" {
+				t.Errorf("%s: name is not family.operation", hc.Name)
+			}
+			seen[hc.Name] = true
+		}
+	}
+	for name := range specs {
+		if !seen[name] {
+			t.Errorf("contract entry %s is offered by no table", name)
+		}
+	}
+}
+
+// TestDocTablesAreBuiltTables: the declarations DocTables reports are the
+// ones a built node registers (same names, capabilities, audit classes and
+// contract types, in the same order).
+func TestDocTablesAreBuiltTables(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "vault.key")
+	os.WriteFile(key, []byte(strings.Repeat("ab", 32)), 0o600)
+	s, err := Build(Config{DefaultCwd: dir, Roots: []string{dir}, StateDir: filepath.Join(dir, "state"),
+		Policy: &policies.Worker{Vault: policies.VaultKey{KeyFile: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	type decl struct {
+		Name, Capability string
+		Audit            hostcalls.AuditClass
+		Args, Result     reflect.Type
+		Errors           int
+	}
+	flat := func(ts []hostcalls.Table) (out []decl) {
+		for _, table := range ts {
+			for _, hc := range table {
+				out = append(out, decl{hc.Name, hc.Capability, hc.Audit, hc.Spec.Args, hc.Spec.Result, len(hc.Errors)})
+			}
+		}
+		return out
+	}
+	built, doc := flat(s.Tables), flat(DocTables())
+	if len(built) == 0 || !reflect.DeepEqual(built, doc) {
+		t.Fatalf("built tables %v\ndoc tables %v", built, doc)
+	}
+}

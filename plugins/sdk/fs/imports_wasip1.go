@@ -1,0 +1,40 @@
+//go:build wasip1
+
+package fs
+
+// The host-call imports of the family (module "lemon"). Go keeps in a
+// module only the imports it calls, so a module imports exactly the host
+// calls whose wrappers it uses.
+
+//go:wasmimport lemon fs.list
+func fsList(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.list_payload
+func fsListPayload(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.stat
+func fsStat(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.stat_payload
+func fsStatPayload(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.read
+func fsRead(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.write
+func fsWrite(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.mkdir
+func fsMkdir(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.move
+func fsMove(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.delete_preview
+func fsDeletePreview(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.delete_preview_payload
+func fsDeletePreviewPayload(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.delete
+func fsDelete(ptr, size uint32) uint64

@@ -1,0 +1,19 @@
+//go:build wasip1
+
+package spawn
+
+// The host-call imports of the family (module "lemon"). Go keeps in a
+// module only the imports it calls, so a module imports exactly the host
+// calls whose wrappers it uses.
+
+//go:wasmimport lemon spawn.run
+func spawnRun(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.result
+func spawnResult(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.get
+func spawnGet(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.cancel
+func spawnCancel(ptr, size uint32) uint64
