@@ -238,6 +238,16 @@ func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass
 	}
 }
 
+// DefineRaw builds a table entry from the contract description c like
+// Define, for a call whose Func decodes its own args (strictly, as Define
+// would) or answers with something other than JSON (blob.read returns the
+// bytes themselves). errs are the errors fn can return; ErrInvalidArgs is
+// added first.
+func DefineRaw(c contract.Spec, capability string, audit AuditClass, fn Func, errs ...ErrorSpec) HostCall {
+	return HostCall{Name: c.Name, Params: JSONFields(c.Args), Capability: capability, Audit: audit,
+		Spec: c, Errors: append([]ErrorSpec{ErrInvalidArgs}, errs...), Func: fn}
+}
+
 // JSONFields returns the JSON field names of struct type t in order
 // (fields of embedded structs inline, "-" skipped); never nil.
 func JSONFields(t reflect.Type) []string {

@@ -1,6 +1,9 @@
 package families
 
-import "lemon/hostcalls/guest"
+import (
+	"lemon/hostcalls"
+	"lemon/hostcalls/guest"
+)
 
 // The guest family (log.write, blob.*, config.get) is always built: it
 // offers no node effect, only the invocation's own blobs, a bounded log
@@ -11,5 +14,5 @@ func init() {
 		s.Tables = append(s.Tables, g.Table())
 		s.shared["guest"] = g
 		return nil
-	}})
+	}, doc: func() hostcalls.Table { return (*guest.Guest)(nil).Table() }})
 }

@@ -39,6 +39,7 @@ func main() {
 var wrappers = map[string]string{
 	"fs": "plugins/sdk/fs", "store": "plugins/sdk/store", "spawn": "plugins/sdk/spawn",
 	"vault": "plugins/sdk/vault", "sysinfo": "plugins/sdk/sysinfo",
+	"log": "plugins/sdk/log", "blob": "plugins/sdk/blob", "config": "plugins/sdk/config",
 }
 
 // render returns the whole document for tables. Every table entry must
@@ -202,6 +203,9 @@ var rawJSON = reflect.TypeFor[json.RawMessage]()
 func jsonType(t reflect.Type, depth int) string {
 	if t == rawJSON {
 		return "any JSON value"
+	}
+	if t == reflect.TypeFor[contract.RawBytes]() {
+		return "the raw bytes (not JSON)"
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

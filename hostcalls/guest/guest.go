@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"hash"
+	"lemon/hostcalls/contract"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -89,18 +90,23 @@ func New(cfg Config) *Guest {
 // guestcall.MaxLogMessageBytes, unknown blob, offset or length out of
 // range, malformed hash state); FORBIDDEN for a secret blob.
 func (g *Guest) Table() hostcalls.Table {
-	meta := func(name string, params []string, f hostcalls.Func) hostcalls.HostCall {
-		return hostcalls.HostCall{Name: name, Params: params, Capability: hostcalls.CapNone,
-			Audit: hostcalls.AuditMeta, Func: f}
+	none, meta := hostcalls.CapNone, hostcalls.AuditMeta
+	blobErrs := []hostcalls.ErrorSpec{
+		hostcalls.Err(errSecretBlob, "the blob is secret (an input blob declared secret, or of a method needing secrets)"),
+		hostcalls.Err(errNoBlob, "blob names no blob of this invocation"),
 	}
 	return hostcalls.Table{
-		meta(guestcall.LogWrite, []string{"level", "message"}, g.hcLog),
-		meta(guestcall.BlobRead, []string{"blob", "offset", "length"}, hcBlobRead),
-		meta(guestcall.BlobSHA256, []string{"blob"}, hcBlobSHA256),
-		meta(guestcall.HashUpdate, []string{"state", "blob", "free"}, hcHashUpdate),
-		meta(guestcall.HashSum, []string{"state"}, hcHashSum),
-		meta(guestcall.BlobFree, []string{"blob"}, hcBlobFree),
-		meta(guestcall.ConfigGet, []string{}, g.hcConfig),
+		hostcalls.DefineRaw(contract.LogWriteCall.Spec(), none, meta, g.hcLog,
+			hostcalls.Err(errMessageTooLong, "message is longer than 2,048 bytes, or level is not debug, info, warn or error")),
+		hostcalls.DefineRaw(contract.BlobReadCall.Spec(), none, meta, hcBlobRead, append(blobErrs,
+			hostcalls.Err(protocol.InvalidParams("offset", ""), "offset is outside 0 to the blob's size, or length outside 1 to 1 MiB"))...),
+		hostcalls.DefineRaw(contract.BlobSHA256Call.Spec(), none, meta, hcBlobSHA256, blobErrs...),
+		hostcalls.DefineRaw(contract.HashUpdateCall.Spec(), none, meta, hcHashUpdate, append(blobErrs,
+			hostcalls.Err(errBadState, "state names no hash state of this invocation"))...),
+		hostcalls.DefineRaw(contract.HashSumCall.Spec(), none, meta, hcHashSum,
+			hostcalls.Err(errBadState, "state names no hash state of this invocation")),
+		hostcalls.DefineRaw(contract.BlobFreeCall.Spec(), none, meta, hcBlobFree, blobErrs[1]),
+		hostcalls.DefineRaw(contract.ConfigGetCall.Spec(), none, meta, g.hcConfig),
 	}
 }
 

@@ -8,6 +8,7 @@ package guestcall
 
 import (
 	"fmt"
+	"lemon/hostcalls/contract"
 	"strconv"
 	"strings"
 	"unicode"
@@ -61,68 +62,20 @@ const (
 	LevelError = "error"
 )
 
-// LogArgs are the args of log.write. Level is one of the Level constants;
-// Message is at most MaxLogMessageBytes of UTF-8. There is no field for a
-// blob id: a record carries only bytes the guest itself holds.
-type LogArgs struct {
-	Level   string `json:"level"`
-	Message string `json:"message"`
-}
-
-// LogResult answers log.write. Logged is false when the module's log rate
-// limit dropped the record; Dropped counts the module's records dropped
-// so far.
-type LogResult struct {
-	Logged  bool   `json:"logged"`
-	Dropped uint64 `json:"dropped"`
-}
-
-// BlobArgs name one blob by id.
-type BlobArgs struct {
-	Blob uint32 `json:"blob"`
-}
-
-// BlobReadArgs are the args of blob.read: Length bytes (1..MaxBlobRead)
-// from Offset (0..size). Fewer come back at the end of the blob, none at
-// Offset == size.
-type BlobReadArgs struct {
-	Blob   uint32 `json:"blob"`
-	Offset int64  `json:"offset"`
-	Length int64  `json:"length"`
-}
-
-// Digest is a SHA-256 (lowercase hex) over Size bytes.
-type Digest struct {
-	SHA256 string `json:"sha256"`
-	Size   int64  `json:"size"`
-}
-
-// HashUpdateArgs are the args of blob.hash_update. State is the state
-// blob of the running hash (0 starts a new one); Free forgets Blob after
-// hashing it, so a file read chunk by chunk never piles up on the host.
-type HashUpdateArgs struct {
-	State uint32 `json:"state"`
-	Blob  uint32 `json:"blob"`
-	Free  bool   `json:"free"`
-}
-
-// HashState answers blob.hash_update: the new state blob (the old one is
-// freed) and the bytes hashed so far.
-type HashState struct {
-	State uint32 `json:"state"`
-	Size  int64  `json:"size"`
-}
-
-// HashSumArgs are the args of blob.hash_sum; the state blob is freed.
-type HashSumArgs struct {
-	State uint32 `json:"state"`
-}
-
-// Settings answers config.get: the module's own [modules.<family>] table
-// (strings, numbers, booleans, or arrays of them), {} when none is given.
-type Settings struct {
-	Settings map[string]any `json:"settings"`
-}
+// The shapes of the family's arguments and results live in the contract
+// package both sides compile (docs/HOSTCALLS.md); these are their names
+// here.
+type (
+	LogArgs        = contract.LogArgs
+	LogResult      = contract.LogResult
+	BlobArgs       = contract.BlobArgs
+	BlobReadArgs   = contract.BlobReadArgs
+	Digest         = contract.Digest
+	HashUpdateArgs = contract.HashUpdateArgs
+	HashState      = contract.HashState
+	HashSumArgs    = contract.HashSumArgs
+	Settings       = contract.Settings
+)
 
 // SafeText returns s with every control or format character (C0, DEL,
 // C1, bidi overrides, zero-width marks) and every invalid UTF-8 byte

@@ -8,6 +8,7 @@
 package blob
 
 import (
+	"lemon/hostcalls/contract"
 	"lemon/hostcalls/guestcall"
 	"lemon/plugins/sdk"
 )
@@ -44,13 +45,14 @@ func ReadAll(id uint32, size int) ([]byte, error) {
 
 // SHA256 hashes blob id on the host.
 func SHA256(id uint32) (Digest, error) {
-	var d Digest
-	err := sdk.Call(blobSHA256, guestcall.BlobArgs{Blob: id}, &d)
-	return d, err
+	return sdk.Invoke(blobSHA256, contract.BlobSHA256Call, guestcall.BlobArgs{Blob: id})
 }
 
 // Free forgets blob id before the invocation ends.
-func Free(id uint32) error { return sdk.Call(blobFree, guestcall.BlobArgs{Blob: id}, nil) }
+func Free(id uint32) error {
+	_, err := sdk.Invoke(blobFree, contract.BlobFreeCall, guestcall.BlobArgs{Blob: id})
+	return err
+}
 
 // Hash is a SHA-256 kept on the host over blobs fed to it in turn (a
 // file read chunk by chunk with fs.read). The zero value is empty.
@@ -61,8 +63,8 @@ type Hash struct {
 
 // Write hashes blob id; free forgets the blob afterwards.
 func (h *Hash) Write(id uint32, free bool) error {
-	var st guestcall.HashState
-	if err := sdk.Call(hashUpdate, guestcall.HashUpdateArgs{State: h.state, Blob: id, Free: free}, &st); err != nil {
+	st, err := sdk.Invoke(hashUpdate, contract.HashUpdateCall, guestcall.HashUpdateArgs{State: h.state, Blob: id, Free: free})
+	if err != nil {
 		return err
 	}
 	h.state, h.size = st.State, st.Size
@@ -74,8 +76,7 @@ func (h *Hash) Size() int64 { return h.size }
 
 // Sum finishes the hash; h is empty again afterwards.
 func (h *Hash) Sum() (Digest, error) {
-	var d Digest
-	err := sdk.Call(hashSum, guestcall.HashSumArgs{State: h.state}, &d)
+	d, err := sdk.Invoke(hashSum, contract.HashSumCall, guestcall.HashSumArgs{State: h.state})
 	*h = Hash{}
 	return d, err
 }

@@ -9,6 +9,8 @@ package config
 import (
 	"encoding/json"
 
+	"lemon/hostcalls/contract"
+
 	"lemon/hostcalls/guestcall"
 	"lemon/plugins/sdk"
 )
@@ -19,8 +21,8 @@ var HostCalls = []string{guestcall.ConfigGet}
 // Get returns the settings table: strings, float64 numbers (integers
 // too, as JSON numbers), booleans and []any arrays of them.
 func Get() (map[string]any, error) {
-	var s guestcall.Settings
-	if err := sdk.Call(configGet, nil, &s); err != nil {
+	s, err := sdk.Invoke(configGet, contract.ConfigGetCall, contract.Empty{})
+	if err != nil {
 		return nil, err
 	}
 	if s.Settings == nil {
