@@ -196,8 +196,9 @@ var manifest = sdk.Manifest{
 	Family:       "NAME",
 	Version:      "0.1.0",
 	Capabilities: []string{"NAME"},
-	// Host calls this module imports (//go:wasmimport lemon NAME); echo
-	// needs none.
+	// Host calls this module makes through the SDK's typed wrappers
+	// (lemon/plugins/sdk/fs, store, log, ...: each exports its list as
+	// HostCalls); echo needs none.
 	HostCalls: []string{},
 	Methods: []sdk.MethodSpec{{
 		Name:       "node.NAME.echo",
@@ -315,5 +316,6 @@ const scaffoldReadme = "# NAME: a lemon method family\n\n" +
 	"lemon dev --module-set ./set\n" +
 	"```\n\n" +
 	"To add a method: declare it in `manifest.Methods`, register its handler in `init`, add cases\n" +
-	"under `conformance/`. To use a host call, import it with `//go:wasmimport lemon FAMILY.CALL`,\n" +
-	"list it in `HostCalls` and its capability in `Capabilities` (lemon's docs/HOSTCALLS.md).\n"
+	"under `conformance/`. To use a host call, call its typed wrapper (`lemon/plugins/sdk/fs`,\n" +
+	"`store`, `log`, `blob`, ...), list the call in `HostCalls` and its capability in `Capabilities`\n" +
+	"(lemon's docs/HOSTCALLS.md lists every call, its shapes and capability).\n"

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -145,8 +146,12 @@ func pluginRun(args []string, stdout, stderr io.Writer) int {
 		}
 		pol.Vault.KeyFile = key
 	}
+	// The module's own log records and a trap's panic text go to stderr,
+	// so an author sees them; the per-host-call audit events do not.
+	logger := slog.New(moduleLogHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	fams, err := families.Build(families.Config{DefaultCwd: cwd, Roots: absRoots, Home: cwd,
-		StateDir: state, LemonVersion: version.Version, Policy: pol, MaxPayload: protocol.DefaultMaxPayload})
+		StateDir: state, LemonVersion: version.Version, Policy: pol, MaxPayload: protocol.DefaultMaxPayload,
+		Logger: logger})
 	if err != nil {
 		return fail(1, err)
 	}
@@ -157,7 +162,7 @@ func pluginRun(args []string, stdout, stderr io.Writer) int {
 	}
 	h, err := host.New(ctx, host.Config{CacheDir: filepath.Join(state, "cache"), Ceiling: ceiling,
 		MemoryLimitPages: pol.Pool.MemoryLimitPages, PoolSize: pol.Pool.Size,
-		RecycleAfterCalls: pol.Pool.RecycleAfterCalls, RateRules: rules, Tables: fams.Tables})
+		RecycleAfterCalls: pol.Pool.RecycleAfterCalls, RateRules: rules, Tables: fams.Tables, Logger: logger})
 	if err != nil {
 		return fail(1, err)
 	}
@@ -235,4 +240,23 @@ func withNodeID(params []byte, nodeID string) ([]byte, error) {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// moduleLogHandler passes on only what a module author needs to see from
+// a local run: the module's log records and the panic of a trap.
+type moduleLogHandler struct{ slog.Handler }
+
+func (h moduleLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != "execution_node.guest_log" && r.Message != "execution_node.module_trapped" {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h moduleLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return moduleLogHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h moduleLogHandler) WithGroup(name string) slog.Handler {
+	return moduleLogHandler{h.Handler.WithGroup(name)}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"lemon/host/hosttest"
 	"lemon/host/moduleset/defaultset"
 	"lemon/protocol"
 )
@@ -96,5 +97,25 @@ func TestPluginRunUsesTheChosenCwdRootsAndCeiling(t *testing.T) {
 	}
 	if code, _, _ := pluginT("run", fsMod); code != 2 {
 		t.Fatalf("no method: exit %d", code)
+	}
+}
+
+// plugin run shows the module's own log records and a trap's panic on
+// stderr (not the per-host-call audit events), so an author sees them.
+func TestPluginRunShowsModuleLogsAndPanics(t *testing.T) {
+	mod := filepath.Join(t.TempDir(), "guestmod.wasm")
+	if err := os.WriteFile(mod, hosttest.Build(t, "host/testdata/guestmod"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := pluginT("run", mod, "guest.log", `{"level":"warn","message":"hello from the guest","sdk":true}`)
+	if code != 0 || !strings.Contains(errOut, "hello from the guest") || !strings.Contains(errOut, "level=WARN") {
+		t.Fatalf("guest.log: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "execution_node.host_io") {
+		t.Fatalf("audit events reached stderr: %s", errOut)
+	}
+	code, out, errOut = pluginT("run", mod, "guest.panic", `{"message":"the module broke"}`)
+	if code != 1 || !strings.Contains(errOut, "execution_node.module_trapped") || !strings.Contains(errOut, "the module broke") {
+		t.Fatalf("guest.panic: exit %d, stdout %s, stderr %s", code, out, errOut)
 	}
 }

@@ -26,7 +26,7 @@ var manifest = sdk.Manifest{
 			Retry: protocol.RetryMutation, DeadlineMs: protocol.DefaultTimeoutMs,
 			Params: sdk.Params(map[string]*sdk.Schema{"name": secretName,
 				"value": sdk.String(0, protocol.SecretValueMaxBytes), "operationId": operationID}, "name", "value"),
-			InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: protocol.SecretValueMaxBytes}}},
+			InputBlobs: map[string]sdk.BlobSpec{"value": {Encoding: "string", MaxBytes: protocol.SecretValueMaxBytes, Secret: true}}},
 		{Name: protocol.MethodSecretsList, Version: 1, Capability: "secrets", Scope: protocol.ScopeAdmin,
 			Retry: protocol.RetryRead, DeadlineMs: protocol.DefaultTimeoutMs, Params: sdk.Params(nil)},
 		{Name: protocol.MethodSecretsDelete, Version: 1, Capability: "secrets", Scope: protocol.ScopeAdmin,

@@ -71,6 +71,7 @@ func init() {
 // truncates), false sends the message as given.
 func logOne(req *sdk.Request) (*sdk.Result, error) {
 	var p struct {
+		NodeID  string `json:"nodeId"` // as lemon plugin run sends it
 		Level   string `json:"level"`
 		Message string `json:"message"`
 		SDK     bool   `json:"sdk"`
@@ -110,6 +111,7 @@ func logMany(req *sdk.Request) (*sdk.Result, error) {
 
 func panicNow(req *sdk.Request) (*sdk.Result, error) {
 	var p struct {
+		NodeID  string `json:"nodeId"` // as lemon plugin run sends it
 		Message string `json:"message"`
 	}
 	if err := req.Decode(&p); err != nil {
