@@ -30,7 +30,7 @@ build_modules() {
   cp "$tmp/manifest.json" "$SET/.manifest.json.new" && mv -f "$SET/.manifest.json.new" "$SET/manifest.json"
 }
 
-# build_sdk copies the guest-side SDK (plugins/sdk and every lemon package
+# build_sdk copies the guest-side SDK (plugins/sdk, its typed wrappers plugins/sdk/*, and every lemon package
 # it imports, for wasip1 and for the native build) into cmd/lemon so
 # bin/lemon embeds it and `lemon plugin new` scaffolds offline. It refuses
 # a non-stdlib dependency: a scaffold cannot fetch one.
@@ -39,7 +39,7 @@ build_sdk() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/lemon-sdk.XXXXXX")
   trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   local fmt='{{if not .Standard}}{{.ImportPath}} {{.Dir}} {{join .GoFiles " "}}{{end}}'
-  { GOOS=wasip1 GOARCH=wasm go list -deps -f "$fmt" ./plugins/sdk ./protocol; go list -deps -f "$fmt" ./plugins/sdk ./protocol; } |
+  { GOOS=wasip1 GOARCH=wasm go list -deps -f "$fmt" ./plugins/sdk/... ./protocol; go list -deps -f "$fmt" ./plugins/sdk/... ./protocol; } | sort -u |
     while read -r path dir files; do
       [ -n "$path" ] || continue
       case "$path" in
@@ -65,6 +65,7 @@ case "${1:-build}" in
   build)
     build_modules
     build_binary
+    echo "build.sh: built bin/lemon (module set in $SET)"
     ;;
   test)
     build_modules

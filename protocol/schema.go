@@ -473,10 +473,10 @@ func (s *Schema) validate(v []byte, path string) *Error {
 			}
 		}
 		if s.MinLength != nil && len(b) < *s.MinLength {
-			return fieldErr(path, fmt.Sprintf("must be at least %d bytes", *s.MinLength))
+			return fieldErr(path, fmt.Sprintf("must be at least %d %s", *s.MinLength, plural(*s.MinLength, "byte", "bytes")))
 		}
 		if s.MaxLength != nil && len(b) > *s.MaxLength {
-			return fieldErr(path, fmt.Sprintf("must be at most %d bytes", *s.MaxLength))
+			return fieldErr(path, fmt.Sprintf("must be at most %d %s", *s.MaxLength, plural(*s.MaxLength, "byte", "bytes")))
 		}
 		if s.Enum != nil && !hasString(s.Enum, string(b)) {
 			return fieldErr(path, "is not one of the allowed values")
@@ -538,4 +538,11 @@ func (s *Schema) validate(v []byte, path string) *Error {
 		return fieldErr(path, "has an undeclarable type")
 	}
 	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -144,7 +144,7 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go watchRepin(ctx, hup, srv, pol.ModuleSet, stderr, &sync.Mutex{})
+	go watchRepin(ctx, "lemon controller", hup, srv, pol.ModuleSet, stderr, &sync.Mutex{})
 	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 1

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"lemon/controller"
@@ -33,6 +34,7 @@ func init() {
 
 const devUsage = `usage: lemon dev [--listen 127.0.0.1:PORT] [--name NAME] [--cwd DIR] [--allowed-root DIR]...
                  [--capabilities LIST] [--policy worker.toml] [--state DIR] [--module-set DIR]
+                 [--log-level debug|info|warn|error]
 
 Runs a controller on a loopback address and one node (default cwd: the
 current directory) joined to it with an interim node token, and prints the
@@ -42,6 +44,12 @@ a lemon call line to try. Ctrl-C stops both.
 --module-set DIR pins that module-set directory (manifest.json plus modules,
 as 'lemon modules export DIR' and 'lemon plugin build --set DIR' write it)
 instead of the set built into this binary; the node starts on it too.
+SIGHUP re-reads that directory and re-pins it without a restart (the node
+switches to it), so a rebuilt module is picked up with 'kill -HUP PID'.
+
+--log-level sets what reaches stderr (default warn). A module's own
+log records (plugins/sdk/log) are logged at their level: use
+--log-level debug or info to see log.Debug or log.Info lines.
 `
 
 func randomToken(prefix string) string {
@@ -63,6 +71,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
 	fs.StringVar(&o.state, "state", "", "node state directory (default: ~/.lemon/dev/NAME)")
 	setDir := fs.String("module-set", "", "module-set directory to pin (default: the set built into this binary)")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error: what reaches stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,7 +83,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stderr, "lemon dev: %v\n", err)
 		return 1
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "lemon dev: --log-level must be debug, info, warn or error\n")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	m, mods, err := loadModuleSet(*setDir)
 	if err != nil {
@@ -175,8 +189,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 				fmt.Fprintf(stdout, "operator token: from %s\n", envControlPlaneToken)
 				opToken = "$" + envControlPlaneToken
 			}
-			fmt.Fprintf(stdout, "try:\n  LEMON_OPERATOR_TOKEN=%s bin/lemon call --controller %s node.host.info '{\"nodeId\":\"%s\"}'\n",
-				opToken, url, h.Auth.NodeID)
+			fmt.Fprintf(stdout, "try:\n  LEMON_OPERATOR_TOKEN=%s %s call --controller %s node.host.info '{\"nodeId\":\"%s\"}'\n",
+				opToken, selfCommand(), url, h.Auth.NodeID)
 		},
 	})
 	if err != nil {
@@ -185,6 +199,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		srv.Close()
 		return fail(err)
 	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go watchRepin(ctx, "lemon dev", hup, srv, *setDir, stderr, &sync.Mutex{})
 
 	fmt.Fprintln(stderr, "lemon dev: starting (the first start compiles the modules, later starts reuse the cache)")
 	srvDone := make(chan error, 1)
@@ -249,4 +268,14 @@ func devVaultKey(state string) (string, error) {
 		return "", fmt.Errorf("vault key: %w", err)
 	}
 	return path, nil
+}
+
+// selfCommand is how the user ran this binary ("bin/lemon", "lemon",
+// "./lemon"), for the lines lemon prints to copy; "lemon" when that is
+// not known.
+func selfCommand() string {
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == "lemon" {
+		return os.Args[0]
+	}
+	return "lemon"
 }

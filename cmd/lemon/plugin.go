@@ -19,7 +19,10 @@ import (
 	"lemon/host"
 	"lemon/host/conformance"
 	"lemon/host/moduleset"
+	"lemon/hostcalls"
+	"lemon/hostcalls/families"
 	"lemon/plugins"
+	"lemon/protocol"
 )
 
 func init() {
@@ -57,9 +60,11 @@ GOPROXY=off builds a 'lemon plugin new' scaffold offline), then prints what
                  FAMILY.wasm, replacing that family's module, and rewrite
                  SETDIR/manifest.json from every *.wasm in it
 
-The build fails (exit 1, nothing written) when the module imports a host
-call its manifest does not declare in HostCalls: every node would refuse
-it at load. A host call declared but never imported is a warning.
+The build fails (exit 1, nothing written) when every node would refuse
+the module at load: it imports a host call its manifest does not declare
+in HostCalls, declares a host call without its capability, or declares a
+method the controller refuses (docs/PLUGINS.md, "Declaring a method"). A
+host call declared but never imported is a warning.
 `
 
 const pluginInspectUsage = `usage: lemon plugin inspect MODULE.wasm
@@ -175,6 +180,9 @@ func pluginBuild(args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("module %s imports host calls its manifest does not declare in HostCalls (%s); every node refuses it at load: add them to HostCalls (and their capabilities to Capabilities)",
 			rep.Manifest.Family, strings.Join(rep.undeclared, ", ")))
 	}
+	if len(rep.refused) > 0 {
+		return fail(fmt.Errorf("module %s: %s; every node refuses it at load", rep.Manifest.Family, strings.Join(rep.refused, "; ")))
+	}
 	if *out != "" {
 		if err := writeFileAtomic(*out, wasm); err != nil {
 			return fail(err)
@@ -272,6 +280,10 @@ type moduleReport struct {
 	Warnings []string `json:"warnings,omitempty"`
 
 	undeclared []string
+	// refused are the other reasons every node refuses the module at
+	// load: a host call without its capability declared, a method
+	// declaration the controller and nodes refuse.
+	refused []string
 }
 
 func inspectModule(wasm []byte) (moduleReport, error) {
@@ -296,6 +308,29 @@ func inspectModule(wasm []byte) (moduleReport, error) {
 	}
 	for _, n := range unused {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("declares host call %q in HostCalls but never imports it", n))
+	}
+	caps := map[string]bool{}
+	for _, c := range man.Capabilities {
+		caps[c] = true
+	}
+	hostCaps := map[string]string{}
+	for _, table := range families.DocTables() {
+		for _, hc := range table {
+			hostCaps[hc.Name] = hc.Capability
+		}
+	}
+	for _, n := range man.HostCalls {
+		if c, ok := hostCaps[n]; ok && c != hostcalls.CapNone && !caps[c] {
+			rep.refused = append(rep.refused, fmt.Sprintf("host call %q needs capability %q, which Capabilities does not declare", n, c))
+		}
+	}
+	for _, ms := range man.Methods {
+		if err := protocol.CheckMethodDeclaration(ms.Name, ms.Version, ms.Scope, ms.Retry, ms.Params, ms.DeadlineMs); err != nil {
+			rep.refused = append(rep.refused, err.Error())
+		}
+	}
+	for _, r := range rep.refused {
+		rep.Warnings = append(rep.Warnings, r+": a node refuses this module at load")
 	}
 	return rep, nil
 }

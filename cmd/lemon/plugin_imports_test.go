@@ -107,3 +107,28 @@ func scaffoldAndBuildEdited(t *testing.T, name string, edit func(string) string)
 	}
 	return dir, wasm
 }
+
+// A module that declares a host call without the host call's capability
+// is refused by every node at load, so build fails on it too (and names
+// the call and the capability), writing nothing.
+func TestBuildFailsOnAHostCallWithoutItsCapability(t *testing.T) {
+	offlineGo(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "nocap")
+	if code, _, errOut := pluginT("new", "nocap", "--dir", dir); code != 0 {
+		t.Fatal(errOut)
+	}
+	editMain(t, dir, func(s string) string {
+		s = strings.Replace(s, "\"lemon/plugins/sdk\"\n", "\"lemon/plugins/sdk\"\n\tsdksys \"lemon/plugins/sdk/sysinfo\"\n", 1)
+		s = strings.Replace(s, "HostCalls: []string{},", "HostCalls: []string{\"sysinfo.snapshot\"},", 1)
+		return strings.Replace(s, "\tif p.Message == nil {", "\tif p.NodeID == \"snapshot\" {\n\t\t_, _ = sdksys.Snapshot()\n\t}\n\tif p.Message == nil {", 1)
+	})
+	out := filepath.Join(base, "nocap.wasm")
+	code, stdout, errOut := pluginT("build", dir, "-o", out)
+	if code != 1 || stdout != "" || !strings.Contains(errOut, `host call "sysinfo.snapshot" needs capability "hostinfo", which Capabilities does not declare`) {
+		t.Fatalf("build: exit %d, stdout %q, stderr %q", code, stdout, errOut)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("build wrote a module every node refuses")
+	}
+}

@@ -320,3 +320,26 @@ func TestModulesExportIsByteIdenticalAndManifestWriterMatchesMkset(t *testing.T)
 }
 
 var hostDescribe = host.DescribeModule
+
+// The scaffold carries every package of the SDK, the typed host-call
+// wrappers included (docs/PLUGINS.md tells authors to import them): a
+// scaffold importing each of them builds offline.
+func TestScaffoldCarriesTheTypedWrappers(t *testing.T) {
+	offlineGo(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "wrapped")
+	if code, out, errOut := pluginT("new", "wrapped", "--dir", dir); code != 0 {
+		t.Fatalf("plugin new: exit %d\n%s%s", code, out, errOut)
+	}
+	src := "package main\n\nimport (\n"
+	for _, p := range []string{"blob", "config", "fs", "log", "spawn", "store", "sysinfo", "vault"} {
+		src += "\t_ \"lemon/plugins/sdk/" + p + "\"\n"
+	}
+	src += ")\n"
+	if err := os.WriteFile(filepath.Join(dir, "wrappers.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := pluginT("build", dir, "-o", filepath.Join(base, "wrapped.wasm")); code != 0 {
+		t.Fatalf("plugin build with the wrappers imported (GOPROXY=off): exit %d\n%s%s", code, out, errOut)
+	}
+}

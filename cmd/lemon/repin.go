@@ -11,13 +11,14 @@ import (
 )
 
 // watchRepin re-reads the module-set directory dir at each signal on sig
-// (SIGHUP for `lemon controller`) and re-pins srv to it
+// (SIGHUP for `lemon controller` and `lemon dev`; who names it in the
+// line) and re-pins srv to it
 // (controller.Server.SetModuleSet). A set that fails to load or verify is
 // refused, with a line on out saying why, and the pinned set keeps
 // serving. Without a directory (the binary's built-in set) there is
 // nothing to re-read and the signal is only logged. It returns when ctx
 // ends.
-func watchRepin(ctx context.Context, sig <-chan os.Signal, srv *controller.Server, dir string, out io.Writer, mu *sync.Mutex) {
+func watchRepin(ctx context.Context, who string, sig <-chan os.Signal, srv *controller.Server, dir string, out io.Writer, mu *sync.Mutex) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,7 +27,7 @@ func watchRepin(ctx context.Context, sig <-chan os.Signal, srv *controller.Serve
 		}
 		msg := repin(srv, dir)
 		mu.Lock()
-		fmt.Fprintln(out, "lemon controller: "+msg)
+		fmt.Fprintln(out, who+": "+msg)
 		mu.Unlock()
 	}
 }

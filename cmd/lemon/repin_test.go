@@ -71,7 +71,7 @@ func TestSIGHUPRepins(t *testing.T) {
 	defer cancel()
 	sig := make(chan os.Signal)
 	out := make(lines, 4)
-	go watchRepin(ctx, sig, srv, dir, out, &sync.Mutex{})
+	go watchRepin(ctx, "lemon controller", sig, srv, dir, out, &sync.Mutex{})
 
 	sig <- nil
 	if l := nextLine(t, out); !strings.Contains(l, "digest unchanged") || srv.ModuleSet().Digest() != a.Digest() {

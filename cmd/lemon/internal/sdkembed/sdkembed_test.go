@@ -38,7 +38,17 @@ func TestEmbeddedSDKIsSelfContainedAndCurrent(t *testing.T) {
 		}
 		return err
 	})
-	for _, want := range []string{"lemon/plugins/sdk", "lemon/protocol", "lemon/host/abi"} {
+	// Every package of plugins/sdk: the SDK and its typed host-call
+	// wrappers (the docs tell authors to import them).
+	want := []string{"lemon/protocol", "lemon/host/abi"}
+	sdkDirs, _ := filepath.Glob(filepath.Join(repo, "plugins", "sdk", "*"))
+	want = append(want, "lemon/plugins/sdk")
+	for _, d := range sdkDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			want = append(want, "lemon/plugins/sdk/"+filepath.Base(d))
+		}
+	}
+	for _, want := range want {
 		if !pkgs[want] {
 			t.Errorf("embedded SDK lacks %s", want)
 		}
