@@ -142,7 +142,10 @@ type cluster struct {
 	url       string
 	opToken   string
 	nodeToken string
-	op        *operator
+	// nodeTokens are interim node tokens by node name, for a policy
+	// with several; join falls back to nodeToken.
+	nodeTokens map[string]string
+	op         *operator
 }
 
 var listeningRE = regexp.MustCompile(`listening on (ws://\S+/ws)`)
@@ -159,10 +162,23 @@ func startCluster(t *testing.T, nodeName string) *cluster {
 // policy keys (e.g. "max_payload = 65536\n") before the node token.
 func startClusterPolicy(t *testing.T, nodeName, extra string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), opToken: "lop_" + randHex(24), nodeToken: "lnt_" + randHex(24)}
-	pol := filepath.Join(c.dir, "controller.toml")
+	nodeToken := "lnt_" + randHex(24)
 	text := extra + fmt.Sprintf("[[node_tokens]]\nname = %q\ntoken_env = \"E2E_NODE_TOKEN\"\n", nodeName)
-	if err := os.WriteFile(pol, []byte(text), 0o600); err != nil {
+	c := startClusterWith(t, text, []string{"E2E_NODE_TOKEN=" + nodeToken})
+	c.nodeToken = nodeToken
+	return c
+}
+
+// startClusterWith writes policy as the controller policy and runs
+// `lemon controller --listen 127.0.0.1:0 --policy P ARGS...` with a fresh
+// admin token in LEMON_CONTROL_PLANE_OPERATOR_TOKEN and the extra
+// environment (the variables the policy's token_env keys name). The
+// caller sets nodeToken or nodeTokens for join.
+func startClusterWith(t *testing.T, policy string, extraEnv []string, args ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), opToken: "lop_" + randHex(24)}
+	pol := filepath.Join(c.dir, "controller.toml")
+	if err := os.WriteFile(pol, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	home := filepath.Join(c.dir, "controller-home")
@@ -170,8 +186,8 @@ func startClusterPolicy(t *testing.T, nodeName, extra string) *cluster {
 		t.Fatal(err)
 	}
 	c.ctl = start(t, "lemon controller", home,
-		env(home, "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+c.opToken, "E2E_NODE_TOKEN="+c.nodeToken),
-		"controller", "--listen", "127.0.0.1:0", "--policy", pol)
+		env(home, append([]string{"LEMON_CONTROL_PLANE_OPERATOR_TOKEN=" + c.opToken}, extraEnv...)...),
+		append([]string{"controller", "--listen", "127.0.0.1:0", "--policy", pol}, args...)...)
 	c.url = c.ctl.waitFor(t, listeningRE, readyWait)[1]
 	c.op = newOperator(t, c.url, c.opToken)
 	return c
@@ -181,6 +197,7 @@ func startClusterPolicy(t *testing.T, nodeName, extra string) *cluster {
 // directory.
 type nodeMachine struct {
 	name, home, cwd, state, policy string
+	args                           []string // extra `lemon node join` arguments
 }
 
 func (c *cluster) newMachine(name, policyText string) *nodeMachine {
@@ -209,7 +226,12 @@ func (c *cluster) join(m *nodeMachine) (*proc, string) {
 	if m.policy != "" {
 		args = append(args, "--policy", m.policy)
 	}
-	p := start(c.t, "lemon node join", m.cwd, env(m.home, "LEMON_NODE_TOKEN="+c.nodeToken), args...)
+	args = append(args, m.args...)
+	token := c.nodeToken
+	if tok, ok := c.nodeTokens[m.name]; ok {
+		token = tok
+	}
+	p := start(c.t, "lemon node join", m.cwd, env(m.home, "LEMON_NODE_TOKEN="+token), args...)
 	conn := dialOperator(c.t, c.url, c.opToken)
 	var id string
 	ok := eventually(readyWait, func() bool {

@@ -13,9 +13,10 @@ import (
 // TestPluginAuthorPathWithTheStockBinary follows docs/PLUGINS.md "Your
 // first plugin" with the built binary only, offline: plugin new, build
 // with GOPROXY=off and an empty module cache, conformance, plugin run,
-// modules export, plugin build --set, lemon dev --module-set, and
-// node.describe listing the new method. Every step's --help answers on
-// stdout with exit 0.
+// modules export, plugin build --set, lemon dev --module-set,
+// node.describe listing the new method, and the method called through
+// the controller (lemon call and node.invoke, schema refusals naming the
+// field). Every step's --help answers on stdout with exit 0.
 func TestPluginAuthorPathWithTheStockBinary(t *testing.T) {
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
@@ -60,6 +61,25 @@ func TestPluginAuthorPathWithTheStockBinary(t *testing.T) {
 	methods, _ := desc["methods"].(map[string]any)
 	if fmt.Sprint(methods["node.greet.echo"]) != "1" || methods["node.fs.read"] == nil {
 		t.Fatalf("node.describe methods %v: want node.greet.echo beside the built-in families", methods)
+	}
+	// The scaffolded method through the controller: directly and through
+	// node.invoke, its 1,024-byte boundary in the controller's schema
+	// check, and a field the schema does not know.
+	wantExactly(t, "node.greet.echo", d.op.must(t, "node.greet.echo", map[string]any{"nodeId": d.nodeID, "message": "hello"}),
+		`{"message":"hello"}`)
+	wantExactly(t, "node.invoke node.greet.echo", d.op.must(t, "node.invoke", map[string]any{"nodeId": d.nodeID,
+		"method": "node.greet.echo", "args": map[string]any{"message": "via invoke"}}), `{"message":"via invoke"}`)
+	long := strings.Repeat("m", 1024)
+	wantExactly(t, "node.greet.echo 1024 bytes", d.op.must(t, "node.greet.echo", map[string]any{"nodeId": d.nodeID, "message": long}),
+		fmt.Sprintf(`{"message":%q}`, long))
+	for field, params := range map[string]map[string]any{
+		"message": {"nodeId": d.nodeID, "message": long + "m"},
+		"extra":   {"nodeId": d.nodeID, "message": "hello", "extra": true},
+	} {
+		e := d.op.callError(t, "node.greet.echo", params)
+		if e.Code != "INVALID_PARAMS" || e.detail("field") != field || !strings.Contains(e.Message, "params."+field) {
+			t.Fatalf("node.greet.echo breaking the schema at %s: %+v", field, e)
+		}
 	}
 	b, _ := os.ReadFile(filepath.Join(base, "set", "manifest.json"))
 	var man struct {
