@@ -179,6 +179,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		Capabilities: pol.Ceiling(), Logger: log,
 		OnConnected: func(h protocol.NodeHelloOK) {
 			if announced {
+				// A node reconnects after it switched sets (SIGHUP) or lost
+				// its connection: say so, since calls to new methods
+				// succeed from here on.
+				digest := ""
+				if h.ModuleSet != nil {
+					digest = " (the controller pins module set " + h.ModuleSet.Digest + ")"
+				}
+				fmt.Fprintf(stderr, "lemon dev: node %q reconnected%s\n", o.name, digest)
 				return
 			}
 			announced = true
@@ -205,7 +213,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer signal.Stop(hup)
 	go watchRepin(ctx, "lemon dev", hup, srv, *setDir, stderr, &sync.Mutex{})
 
-	fmt.Fprintln(stderr, "lemon dev: starting (the first start compiles the modules, later starts reuse the cache)")
+	fmt.Fprintf(stderr, "lemon dev: starting, pid %d (the first start compiles the modules, later starts reuse the cache; kill -HUP %d re-reads --module-set)\n", os.Getpid(), os.Getpid())
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ctx, ln) }()
 	workerDone := make(chan error, 1)

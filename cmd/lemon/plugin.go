@@ -187,6 +187,7 @@ func pluginBuild(args []string, stdout, stderr io.Writer) int {
 		if err := writeFileAtomic(*out, wasm); err != nil {
 			return fail(err)
 		}
+		fmt.Fprintf(stderr, "lemon plugin build: %s %s written to %s\n", rep.Manifest.Family, rep.Manifest.Version, *out)
 	}
 	if *setDir != "" {
 		if err := addToSet(*setDir, rep.Manifest.Family, wasm); err != nil {
