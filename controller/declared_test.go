@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -226,11 +227,24 @@ func TestModuleSetRefusesBadDeclarations(t *testing.T) {
 			[]string{"node.kv.get", "version"}},
 		{"deadline past the bound", map[string][]moduleset.Method{"kv": {{Name: "node.kv.get", Version: 1, Capability: "kv", DeadlineMs: protocol.MaxDeclaredDeadlineMs + 1}}},
 			[]string{"node.kv.get", "deadlineMs"}},
+		{"new fs method below admin", map[string][]moduleset.Method{"fs": {fsRead, {Name: "node.fs.slurp", Version: 1, Capability: "read", Scope: protocol.ScopeRead, Retry: protocol.RetryRead}}},
+			[]string{"module fs", "node.fs.slurp", "operator.admin"}},
+		{"new secrets method below admin", map[string][]moduleset.Method{"secrets": {{Name: "node.secrets.peek", Version: 1, Capability: "secrets", Scope: protocol.ScopeWrite}}},
+			[]string{"module secrets", "node.secrets.peek", "operator.admin"}},
+		{"family not a plain name", map[string][]moduleset.Method{"a/b": {{Name: "node.kv.get", Version: 1, Capability: "kv"}}},
+			[]string{"family"}},
+		{"family with a control character", map[string][]moduleset.Method{"x\x1b": {{Name: "node.kv.get", Version: 1, Capability: "kv"}}},
+			[]string{"family"}},
 	}
 	for _, c := range cases {
 		var m moduleset.Manifest
 		bytes := map[string][]byte{}
-		for _, fam := range []string{"fs", "host", "kv", "pair"} {
+		fams := make([]string, 0, len(c.mods))
+		for fam := range c.mods {
+			fams = append(fams, fam)
+		}
+		sort.Strings(fams)
+		for _, fam := range fams {
 			methods, ok := c.mods[fam]
 			if !ok {
 				continue

@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ func buildMethodTable(m moduleset.Manifest) (methodTable, error) {
 		}
 	}
 	for _, mod := range m.Modules {
+		if !familyRE.MatchString(mod.Family) {
+			return nil, fmt.Errorf("module set: a module's family is not a name of lowercase letters, digits and _ (%s)", familyRE)
+		}
 		nss, firstParty := FirstPartyFamilies[mod.Family]
 		if !firstParty {
 			if f, ok := firstPartyNS[mod.Family]; ok {
@@ -124,6 +128,13 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 	}
 	spec, known := protocol.LookupMethod(ms.Name)
 	if !known {
+		// A new method in a namespace the protocol gives a scope to (every
+		// node.fs.*, node.process.*, node.secrets.* method needs
+		// operator.admin) may not declare less.
+		if want, ok := protocol.RequiredScope(ms.Name); ok && scopeRank[scope] < scopeRank[want] {
+			return rs, fmt.Errorf("module set: module %s: method %s declares scope %s, below the %s its namespace requires",
+				family, ms.Name, scope, want)
+		}
 		return rs, nil
 	}
 	disagree := func(what string) error {
@@ -147,6 +158,13 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 	}
 	return rs, nil
 }
+
+// scopeRank orders the scopes a method may declare.
+var scopeRank = map[string]int{protocol.ScopeRead: 1, protocol.ScopeWrite: 2, protocol.ScopeAdmin: 3}
+
+// familyRE is a module family: the name its methods' namespace, its set
+// file and its log records carry.
+var familyRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 func containsString(list []string, s string) bool {
 	for _, x := range list {

@@ -166,6 +166,8 @@ func TestModuleStatusBounds(t *testing.T) {
 		"65 statuses":       many(65),
 		"257-byte reason":   refusedWith(strings.Repeat("r", 257)),
 		"control character": refusedWith("compile_failed\n"),
+		"bidi override":     refusedWith("duplicate: \u202eok"),
+		"line separator":    {{Family: "fs", Version: "1\u2028x", SHA256: sha, State: protocol.ModuleLoaded}},
 		"bad sha256":        {{Family: "f", Version: "1", SHA256: "ABC", State: protocol.ModuleLoaded}},
 		"unknown state":     {{Family: "f", Version: "1", SHA256: sha, State: "maybe"}},
 		"reason on loaded":  {{Family: "f", Version: "1", SHA256: sha, State: protocol.ModuleLoaded, Reason: "x"}},
@@ -255,4 +257,20 @@ func TestCeilingDeniedMethodAnsweredByController(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A node's advertised capabilities are capability names ("all" or
+// ^[a-z][a-z0-9_]{0,31}$): terminal escapes and newlines are refused, a
+// 32-byte name passes and a 33-byte one does not.
+func TestAdvertisedCapabilitiesAreNames(t *testing.T) {
+	s := startServer(t, testConfig())
+	for _, caps := range [][]string{{"\x1b[2J"}, {"a\nb"}, {"KV"}, {strings.Repeat("k", 33)}} {
+		f := connectRefused(t, s.url, protocol.NodeAdvertise{Methods: map[string]int{dEcho: 1}, Capabilities: caps})
+		if f.Type != protocol.FrameRes || f.Error == nil || f.Error.Code != protocol.CodeInvalidParams ||
+			f.Error.Details == nil || f.Error.Details.Field != "node.capabilities" {
+			t.Fatalf("%q: %s", caps, f.raw)
+		}
+	}
+	connectNode(t, s.url, nodeToken, protocol.NodeAdvertise{Methods: map[string]int{dEcho: 1},
+		Capabilities: []string{"all", "kv", strings.Repeat("k", 32)}}, echoHandler)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -579,11 +580,27 @@ func validateAdvertise(adv *protocol.NodeAdvertise) *protocol.Error {
 		return protocol.InvalidParams("node.capabilities", "too many capabilities")
 	}
 	for _, cp := range adv.Capabilities {
-		if cp == "" || len(cp) > 64 {
+		if cp != "all" && !capabilityRE.MatchString(cp) {
 			return protocol.InvalidParams("node.capabilities", "malformed capability")
 		}
 	}
 	return nil
+}
+
+// capabilityRE is a capability name as nodes and modules may use it
+// (docs/POLICY.md, "Capabilities"); "all" is the unrestricted ceiling.
+var capabilityRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// plainText reports whether s is printable ASCII only: what a node's
+// module report may carry, since operators read it in a terminal
+// (no control, bidi, line-separator or zero-width characters).
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // validateModuleStatuses bounds a node's per-module report: at most
@@ -596,10 +613,10 @@ func validateModuleStatuses(st []protocol.ModuleStatus) *protocol.Error {
 		return protocol.InvalidParams("node.modules", "too many module statuses")
 	}
 	for _, m := range st {
-		bad := m.Family == "" || len(m.Family) > 64 || !printable(m.Family) ||
-			len(m.Version) > 64 || !printable(m.Version) || !isHex64(m.SHA256) ||
+		bad := m.Family == "" || len(m.Family) > 64 || !plainText(m.Family) ||
+			len(m.Version) > 64 || !plainText(m.Version) || !isHex64(m.SHA256) ||
 			(m.State != protocol.ModuleLoaded && m.State != protocol.ModuleRefused) ||
-			len(m.Reason) > protocol.MaxModuleReasonBytes || !printable(m.Reason) ||
+			len(m.Reason) > protocol.MaxModuleReasonBytes || !plainText(m.Reason) ||
 			(m.State == protocol.ModuleLoaded && m.Reason != "")
 		if bad {
 			return protocol.InvalidParams("node.modules", "malformed module status")

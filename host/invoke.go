@@ -353,7 +353,11 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 			return nil, nil, protocol.InvalidParams(field, field+" decodes to more than the allowed bytes")
 		}
 		id := uint32(0)
-		if spec.Secret || inv.mod.methodSpecs[inv.method].Capability == hostcalls.CapSecrets {
+		// Secret: declared so, or an input of a method needing secrets, or
+		// of any node.secrets.* method whatever its module declares (a
+		// replacement secrets module cannot opt out).
+		if spec.Secret || inv.mod.methodSpecs[inv.method].Capability == hostcalls.CapSecrets ||
+			strings.HasPrefix(inv.method, "node.secrets.") {
 			id = inv.putSecretBlob(b)
 		} else {
 			id = inv.PutBlob(b)

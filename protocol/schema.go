@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,24 @@ const (
 	MaxSchemaDepth = 16
 	// MaxSchemaPattern bounds a pattern's length in bytes.
 	MaxSchemaPattern = 1024
+	// MaxPatternProgram bounds a pattern's compiled RE2 program, in
+	// instructions: `.{0,1000}` alone compiles to thousands, and RE2's
+	// time is linear in program size × input length.
+	MaxPatternProgram = 1000
+	// MaxPatternInput is the largest maxLength a string with a pattern
+	// may declare: a pattern needs a maxLength of at most this many
+	// bytes, so one match costs at most MaxPatternProgram ×
+	// MaxPatternInput steps.
+	MaxPatternInput = 4096
+	// MaxSchemaEnum bounds an enum's entries, and MaxSchemaEnumValue the
+	// bytes of each.
+	MaxSchemaEnum      = 256
+	MaxSchemaEnumValue = 256
+	// MaxPatternBytes bounds the bytes one validation runs through
+	// patterns in all (an array of many pattern-checked strings): past it
+	// the params are refused, so one request costs at most
+	// MaxPatternProgram × MaxPatternBytes regexp steps.
+	MaxPatternBytes = 64 << 10
 	// MaxMethodNameLen bounds a declared method name in bytes.
 	MaxMethodNameLen = 128
 )
@@ -275,6 +294,20 @@ func checkSchema(s *Schema, at string, depth int) error {
 		if _, err := compilePattern(s.Pattern); err != nil {
 			return fmt.Errorf("%s: pattern is not a valid RE2 expression", at)
 		}
+		if n := patternProgramSize(s.Pattern); n > MaxPatternProgram {
+			return fmt.Errorf("%s: pattern compiles to %d instructions, more than %d", at, n, MaxPatternProgram)
+		}
+		if s.MaxLength == nil || *s.MaxLength > MaxPatternInput {
+			return fmt.Errorf("%s: a pattern needs a maxLength of at most %d bytes", at, MaxPatternInput)
+		}
+	}
+	if len(s.Enum) > MaxSchemaEnum {
+		return fmt.Errorf("%s: enum has more than %d entries", at, MaxSchemaEnum)
+	}
+	for _, e := range s.Enum {
+		if len(e) > MaxSchemaEnumValue {
+			return fmt.Errorf("%s: an enum entry is longer than %d bytes", at, MaxSchemaEnumValue)
+		}
 	}
 	seen := map[string]bool{}
 	for _, r := range s.Required {
@@ -320,6 +353,20 @@ func checkRange(at, what string, lo, hi *int) error {
 		return fmt.Errorf("%s: min%s is greater than max%s", at, what, what)
 	}
 	return nil
+}
+
+// patternProgramSize is the number of instructions p compiles to (a
+// valid p; MaxPatternProgram+1 if it does not parse).
+func patternProgramSize(p string) int {
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return MaxPatternProgram + 1
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return MaxPatternProgram + 1
+	}
+	return len(prog.Inst)
 }
 
 func compilePattern(p string) (*regexp.Regexp, error) {
@@ -376,7 +423,8 @@ func (s *Schema) validateText(t []byte) *Error {
 	if t[0] != '{' {
 		return InvalidParams("", "params must be a JSON object")
 	}
-	if e := s.validate(t, ""); e != nil {
+	budget := MaxPatternBytes
+	if e := s.validate(t, "", &budget); e != nil {
 		return e
 	}
 	// Objects the schema does not describe (open properties, untyped
@@ -415,7 +463,7 @@ func joinPath(path, key string) string {
 }
 
 // validate checks v (one valid JSON value, no surrounding space).
-func (s *Schema) validate(v []byte, path string) *Error {
+func (s *Schema) validate(v []byte, path string, budget *int) *Error {
 	switch s.Type {
 	case "object":
 		if v[0] != '{' {
@@ -444,7 +492,7 @@ func (s *Schema) validate(v []byte, path string) *Error {
 				}
 				continue
 			}
-			if e := ps.validate(m.Value, joinPath(path, k)); e != nil {
+			if e := ps.validate(m.Value, joinPath(path, k), budget); e != nil {
 				return e
 			}
 		}
@@ -482,6 +530,9 @@ func (s *Schema) validate(v []byte, path string) *Error {
 			return fieldErr(path, "is not one of the allowed values")
 		}
 		if s.Pattern != "" {
+			if *budget -= len(b); *budget < 0 {
+				return fieldErr(path, fmt.Sprintf("is past the %d bytes that patterns check in one request", MaxPatternBytes))
+			}
 			re, err := compilePattern(s.Pattern)
 			if err != nil || !re.Match(b) {
 				return fieldErr(path, "does not match the declared pattern")
@@ -529,7 +580,7 @@ func (s *Schema) validate(v []byte, path string) *Error {
 		if s.Items != nil {
 			for i, it := range items {
 				p := path + "[" + strconv.Itoa(i) + "]"
-				if e := s.Items.validate(bytes.TrimSpace(it), p); e != nil {
+				if e := s.Items.validate(bytes.TrimSpace(it), p, budget); e != nil {
 					return e
 				}
 			}

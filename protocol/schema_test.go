@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,7 @@ func TestSchemaValidateBoundaries(t *testing.T) {
 		Properties: map[string]*Schema{
 			"nodeId": {Type: "string", MinLength: ip(1), MaxLength: ip(8)},
 			"s":      {Type: "string", MinLength: ip(2), MaxLength: ip(4)},
-			"p":      {Type: "string", Pattern: `^[a-z]+$`},
+			"p":      {Type: "string", Pattern: `^[a-z]+$`, MaxLength: ip(MaxPatternInput)},
 			"e":      {Type: "string", Enum: []string{"on", "off"}},
 			"i":      {Type: "integer", Minimum: fp(-2), Maximum: fp(10)},
 			"n":      {Type: "number", Minimum: fp(0.5), Maximum: fp(1.5)},
@@ -214,7 +215,12 @@ func TestCheckSchema(t *testing.T) {
 		"minimum > maximum":         {Type: "integer", Minimum: fp(2), Maximum: fp(1)},
 		"bad pattern":               {Type: "string", Pattern: `(`},
 		"backreference (not RE2)":   {Type: "string", Pattern: `(a)\1`},
-		"pattern too long":          {Type: "string", Pattern: str(MaxSchemaPattern + 1)},
+		"pattern too long":          {Type: "string", Pattern: str(MaxSchemaPattern + 1), MaxLength: ip(1)},
+		"pattern without maxLength": {Type: "string", Pattern: "^a$"},
+		"pattern over long input":   {Type: "string", Pattern: "^a$", MaxLength: ip(MaxPatternInput + 1)},
+		"pattern program too big":   {Type: "string", Pattern: `(.{0,1000})(.{0,1000})z`, MaxLength: ip(8)},
+		"enum too long":             {Type: "string", Enum: make([]string, MaxSchemaEnum+1)},
+		"enum entry too long":       {Type: "string", Enum: []string{str(MaxSchemaEnumValue + 1)}},
 		"required not in props":     {Type: "object", Required: []string{"x"}},
 		"required twice":            {Type: "object", Required: []string{"x", "x"}, Properties: map[string]*Schema{"x": {Type: "string"}}},
 		"maxLength on integer":      {Type: "integer", MaxLength: ip(3)},
@@ -237,7 +243,7 @@ func TestCheckSchema(t *testing.T) {
 		{Type: "string", MinLength: ip(2), MaxLength: ip(2)},
 		{Type: "array", MinItems: ip(0), MaxItems: ip(0)},
 		{Type: "integer", Minimum: fp(1), Maximum: fp(1)},
-		{Type: "string", Pattern: str(MaxSchemaPattern)},
+		{Type: "string", Pattern: "[" + strings.Repeat("a", MaxSchemaPattern-2) + "]", MaxLength: ip(MaxPatternInput)},
 		echoSchema(),
 	}
 	for i, s := range good {
@@ -369,4 +375,38 @@ func FuzzSchemaValidate(f *testing.F) {
 			t.Fatalf("accepted repeated keys %q", in)
 		}
 	})
+}
+
+// The bounds on what a declared pattern and enum can cost: an enum of
+// MaxSchemaEnum entries of MaxSchemaEnumValue bytes is accepted, and one
+// validation runs at most MaxPatternBytes through patterns (at the budget
+// it passes, one byte past it is refused naming the field).
+func TestSchemaPatternAndEnumCostBounds(t *testing.T) {
+	enum := make([]string, MaxSchemaEnum)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("%0*d", MaxSchemaEnumValue, i)
+	}
+	if err := CheckSchema(&Schema{Type: "string", Enum: enum}); err != nil {
+		t.Fatalf("enum at the bounds: %v", err)
+	}
+	item := 64
+	s := &Schema{Type: "object", Required: []string{"nodeId"}, Properties: map[string]*Schema{
+		"nodeId": {Type: "string"},
+		"a":      {Type: "array", Items: &Schema{Type: "string", Pattern: "^a+$", MaxLength: &item}}}}
+	if err := CheckSchema(s); err != nil {
+		t.Fatal(err)
+	}
+	params := func(n int) json.RawMessage {
+		items := make([]string, n/item)
+		for i := range items {
+			items[i] = `"` + strings.Repeat("a", item) + `"`
+		}
+		return json.RawMessage(`{"nodeId":"n1","a":[` + strings.Join(items, ",") + `]}`)
+	}
+	if e := s.Validate(params(MaxPatternBytes)); e != nil {
+		t.Fatalf("%d pattern bytes: %v", MaxPatternBytes, e)
+	}
+	if e := s.Validate(params(MaxPatternBytes + item)); e == nil || e.Code != CodeInvalidParams || !strings.Contains(e.Message, "patterns check") {
+		t.Fatalf("%d pattern bytes: %v, want INVALID_PARAMS", MaxPatternBytes+item, e)
+	}
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"lemon/controller"
 
 	"lemon/host/moduleset"
 	"lemon/host/moduleset/defaultset"
@@ -15,6 +19,15 @@ import (
 func loadModuleSet(dir string) (moduleset.Manifest, map[string][]byte, error) {
 	if dir == "" {
 		return defaultset.Load()
+	}
+	// The same strict checks as a SIGHUP re-pin (controller.LoadModuleSet):
+	// a set pins at start exactly when it would re-pin.
+	raw, err := os.ReadFile(filepath.Join(dir, moduleset.ManifestFile))
+	if err != nil {
+		return moduleset.Manifest{}, nil, fmt.Errorf("--module-set %s: %w", dir, err)
+	}
+	if err := controller.CheckManifestDeclarations(raw); err != nil {
+		return moduleset.Manifest{}, nil, fmt.Errorf("--module-set %s: %w", dir, err)
 	}
 	m, mods, err := moduleset.LoadDir(dir)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 
 	"lemon/controller"
@@ -315,9 +317,20 @@ func inspectModule(wasm []byte) (moduleReport, error) {
 		caps[c] = true
 	}
 	hostCaps := map[string]string{}
+	var effects []string
 	for _, table := range families.DocTables() {
 		for _, hc := range table {
 			hostCaps[hc.Name] = hc.Capability
+			if hc.Effect() && slices.Contains(man.HostCalls, hc.Name) {
+				effects = append(effects, hc.Name)
+			}
+		}
+	}
+	sort.Strings(effects)
+	for _, ms := range man.Methods {
+		if ms.Retry == protocol.RetryRead && len(effects) > 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("method %s declares retry class read, but the module makes effect host calls (%s): a caller retries a read after a timeout, so a method that can reach them must declare mutation",
+				ms.Name, strings.Join(effects, ", ")))
 		}
 	}
 	for _, n := range man.HostCalls {

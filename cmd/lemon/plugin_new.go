@@ -38,6 +38,10 @@ var reservedFamilyNames = map[string]bool{
 	"event": true, "rename": true, "sdk": true, "lemon": true,
 }
 
+// goReservedModulePaths are module paths the go command treats as its own
+// (`all`, `std`, `cmd`, `tool`, `work`): a scaffold named so does not build.
+var goReservedModulePaths = map[string]bool{"all": true, "std": true, "cmd": true, "tool": true, "work": true}
+
 // validFamilyName says why name cannot be a scaffolded family ("" if it can).
 func validFamilyName(name string) string {
 	if !familyNameRE.MatchString(name) {
@@ -45,6 +49,12 @@ func validFamilyName(name string) string {
 	}
 	if reservedFamilyNames[name] {
 		return fmt.Sprintf("%q is a first-party family or method namespace; pick another name", name)
+	}
+	if name == hostcalls.CapAll || name == hostcalls.CapNone {
+		return fmt.Sprintf("%q is a reserved capability word; pick another name", name)
+	}
+	if goReservedModulePaths[name] {
+		return fmt.Sprintf("%q is a name the go command reserves (it cannot be a module path); pick another name", name)
 	}
 	for _, c := range hostcalls.AllCapabilities {
 		if c == name {

@@ -38,6 +38,7 @@ func TestPluginNewValidatesTheName(t *testing.T) {
 		{"hostinfo", false}, {"host", false}, {"fs", false}, {"process", false}, {"secrets", false},
 		{"describe", false}, {"invoke", false}, {"modules", false},
 		{"read", false}, {"write", false}, {"exec", false},
+		{"all", false}, {"none", false}, {"std", false}, {"cmd", false}, {"tool", false},
 	} {
 		dir := filepath.Join(t.TempDir(), "out")
 		code, _, errOut := pluginT("new", tc.name, "--dir", dir)

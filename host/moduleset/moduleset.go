@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"lemon/host/abi"
 	"os"
@@ -148,7 +149,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 // verifies every module's bytes against the manifest. A manifest beyond
 // CheckBounds is refused before any module file is read.
 func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
-	data, err := fs.ReadFile(fsys, ManifestFile)
+	data, err := readRegular(fsys, ManifestFile, MaxManifestBytes)
 	if err != nil {
 		return Manifest{}, nil, fmt.Errorf("module set: %w", err)
 	}
@@ -161,7 +162,7 @@ func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
 	}
 	bytesByFamily := map[string][]byte{}
 	for _, mod := range m.Modules {
-		b, err := fs.ReadFile(fsys, mod.File)
+		b, err := readRegular(fsys, mod.File, mod.Size)
 		if err != nil {
 			return Manifest{}, nil, fmt.Errorf("module set: %s: %w", mod.Family, err)
 		}
@@ -171,6 +172,40 @@ func Load(fsys fs.FS) (Manifest, map[string][]byte, error) {
 		bytesByFamily[mod.Family] = b
 	}
 	return m, bytesByFamily, nil
+}
+
+// MaxManifestBytes bounds a set's manifest.json.
+const MaxManifestBytes = 16 << 20
+
+// ErrNotRegular means a set file is not a regular file (a device, a FIFO,
+// a directory), which a set never holds: reading one could block or never
+// end.
+var ErrNotRegular = errors.New("not a regular file")
+
+// readRegular reads name from fsys if it is a regular file of at most
+// max bytes; one byte more is read, so a larger file is refused (or, for
+// a module, fails its digest check) without reading it all.
+func readRegular(fsys fs.FS, name string, max int64) ([]byte, error) {
+	fi, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max && name == ManifestFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	}
+	return b, nil
 }
 
 // LoadDir is Load over a directory.

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // declared builds a manifest of modules with the given declared sizes
@@ -78,5 +82,55 @@ func TestLoadChecksBoundsBeforeReadingModules(t *testing.T) {
 	_, _, err = Load(fstest.MapFS{ManifestFile: &fstest.MapFile{Data: data}})
 	if err == nil || errors.Is(err, ErrSetBounds) {
 		t.Fatalf("err = %v, want a missing-file error", err)
+	}
+}
+
+// A set file that is not a regular file (a FIFO, which would block a
+// read forever, or a link to /dev/zero, which would never end) is
+// refused without reading it; a module file larger than its declared
+// size is read only one byte past it and fails its digest.
+func TestLoadReadsOnlyRegularBoundedFiles(t *testing.T) {
+	dir := t.TempDir()
+	body := []byte("module bytes")
+	sum := sha256.Sum256(body)
+	m := Manifest{Modules: []Module{{Family: "fam", Version: "1.0.0", SHA256: hex.EncodeToString(sum[:]),
+		Size: int64(len(body)), File: "fam.wasm"}}}
+	data, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fam.wasm")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := LoadDir(dir); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Fatalf("FIFO: %v, want ErrNotRegular", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadDir blocked on a FIFO")
+	}
+	os.Remove(path)
+	if err := os.Symlink("/dev/zero", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadDir(dir); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("link to /dev/zero: %v, want ErrNotRegular", err)
+	}
+	os.Remove(path)
+	if err := os.WriteFile(path, append(body, make([]byte, 1<<20)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadDir(dir); !errors.Is(err, ErrDigestMismatch) {
+		t.Fatalf("a larger file: %v, want ErrDigestMismatch", err)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadDir(dir); err != nil {
+		t.Fatalf("the regular file: %v", err)
 	}
 }

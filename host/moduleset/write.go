@@ -44,9 +44,12 @@ func WriteManifestChecked(dir string, describe Describer, check func(Manifest, m
 		if filepath.Base(f)[0] == '.' {
 			continue
 		}
-		b, err := os.ReadFile(f)
+		b, err := readRegular(os.DirFS(dir), filepath.Base(f), MaxModuleBytes)
 		if err != nil {
 			return Manifest{}, err
+		}
+		if int64(len(b)) > MaxModuleBytes {
+			return Manifest{}, fmt.Errorf("%s: larger than %d bytes", filepath.Base(f), MaxModuleBytes)
 		}
 		family, version, methods, err := describe(b)
 		if err != nil {

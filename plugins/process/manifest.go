@@ -8,7 +8,7 @@ import (
 )
 
 // processID is 1..128 ASCII letters, digits, '_', ':' or '-'.
-var processID = &sdk.Schema{Type: "string", Pattern: `^[A-Za-z0-9_:-]{1,128}$`}
+var processID = &sdk.Schema{Type: "string", Pattern: `^[A-Za-z0-9_:-]{1,128}$`, MaxLength: intp(protocol.ProcessIDMaxLen)}
 
 // manifest declares the process family (docs/PLUGINS.md, "Declaring a
 // method"): every method needs operator.admin; get is a pure read. Run's
@@ -39,3 +39,5 @@ var manifest = sdk.Manifest{
 			Params: sdk.Params(map[string]*sdk.Schema{"processId": processID}, "processId")},
 	},
 }
+
+func intp(n int) *int { return &n }
