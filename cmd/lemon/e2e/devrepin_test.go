@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,25 +15,7 @@ import (
 // and through node.invoke, its schema is enforced by the controller, and
 // the process keeps running.
 func TestDevRepinsOnSIGHUP(t *testing.T) {
-	base := t.TempDir()
-	home := filepath.Join(base, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOCACHE: %v", err)
-	}
-	environ := env(home, "GOCACHE="+strings.TrimSpace(string(gocache)), "GOPROXY=off", "GOFLAGS=-mod=mod",
-		"GOSUMDB=off", "GOMODCACHE="+filepath.Join(base, "modcache"), "GOTOOLCHAIN=local")
-	step := func(args ...string) result {
-		t.Helper()
-		r := run(t, base, environ, nil, args...)
-		if r.code != 0 {
-			t.Fatalf("lemon %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-		}
-		return r
-	}
+	base, step := offlineAuthor(t)
 	set := filepath.Join(base, "set")
 	step("modules", "export", set)
 	d := startDev(t, base, "--module-set", set)

@@ -18,25 +18,7 @@ import (
 // the controller (lemon call and node.invoke, schema refusals naming the
 // field). Every step's --help answers on stdout with exit 0.
 func TestPluginAuthorPathWithTheStockBinary(t *testing.T) {
-	base := t.TempDir()
-	home := filepath.Join(base, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOCACHE: %v", err)
-	}
-	environ := env(home, "GOCACHE="+strings.TrimSpace(string(gocache)), "GOPROXY=off", "GOFLAGS=-mod=mod",
-		"GOSUMDB=off", "GOMODCACHE="+filepath.Join(base, "modcache"), "GOTOOLCHAIN=local")
-	step := func(args ...string) result {
-		t.Helper()
-		r := run(t, base, environ, nil, args...)
-		if r.code != 0 {
-			t.Fatalf("lemon %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-		}
-		return r
-	}
+	base, step := offlineAuthor(t)
 	for _, args := range [][]string{{"--help"}, {"plugin", "new", "--help"}, {"plugin", "build", "--help"},
 		{"plugin", "inspect", "--help"}, {"plugin", "run", "--help"}, {"modules", "export", "--help"}, {"dev", "--help"}} {
 		if r := step(args...); !strings.Contains(r.stdout, "usage:") || r.stderr != "" {
@@ -89,5 +71,33 @@ func TestPluginAuthorPathWithTheStockBinary(t *testing.T) {
 	}
 	if json.Unmarshal(b, &man) != nil || len(man.Modules) != 5 {
 		t.Fatalf("set manifest: %s", b)
+	}
+}
+
+// offlineAuthor is a plugin author's workspace for the stock binary,
+// offline: a fresh HOME under base, GOPROXY=off, an empty module cache
+// (a scaffold needs nothing but the SDK lemon vendors into it) and the
+// caller's build cache. step runs lemon there and fails the test on a
+// non-zero exit.
+func offlineAuthor(t *testing.T) (base string, step func(args ...string) result) {
+	t.Helper()
+	base = t.TempDir()
+	home := filepath.Join(base, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOCACHE: %v", err)
+	}
+	environ := env(home, "GOCACHE="+strings.TrimSpace(string(gocache)), "GOPROXY=off", "GOFLAGS=-mod=mod",
+		"GOSUMDB=off", "GOMODCACHE="+filepath.Join(base, "modcache"), "GOTOOLCHAIN=local")
+	return base, func(args ...string) result {
+		t.Helper()
+		r := run(t, base, environ, nil, args...)
+		if r.code != 0 {
+			t.Fatalf("lemon %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r
 	}
 }
