@@ -87,6 +87,7 @@ type Conn struct {
 	hello    protocol.HelloOK
 	helloRaw json.RawMessage
 	opts     Options
+	url      string // the controller URL dialled (DialData derives the data endpoint)
 
 	nextID atomic.Uint64
 
@@ -168,6 +169,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		hello:      hello,
 		helloRaw:   helloRaw,
 		opts:       opts,
+		url:        url,
 		pending:    map[string]chan protocol.Response{},
 		out:        make(chan outFrame),
 		closing:    make(chan struct{}),

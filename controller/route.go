@@ -142,6 +142,15 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 		c.respondErr(id, e)
 		return
 	}
+	if isTransferMethod(spec.Name) {
+		withTicket, end, e := c.s.transfers.open(params)
+		if e != nil {
+			c.respondErr(id, e)
+			return
+		}
+		defer end()
+		params = withTicket
+	}
 	broker := spec.BrokerDeadline(params)
 	cl := newCall(spec.Name, spec.Pure)
 	if !node.addPending(cl) {

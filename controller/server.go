@@ -118,8 +118,10 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	upgrader websocket.Upgrader
-	auth     *authenticator
-	reg      *registry
+	// transfers pairs bulk data connections (bulk.go).
+	transfers *transferHub
+	auth      *authenticator
+	reg       *registry
 	// modules is the pinned set (nil: none); SetModuleSet replaces it.
 	modules atomic.Pointer[ModuleSet]
 	// protoTable routes protocol's methods when no set is pinned.
@@ -241,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 		WriteBufferPool: &sync.Pool{},
 		// Default CheckOrigin: a browser page from another origin cannot open a socket.
 	}
+	s.transfers = newTransferHub()
 	st, err := openStore(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -266,6 +269,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
+	mux.HandleFunc("/ws"+protocol.DataPath, s.serveData)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")
@@ -336,6 +340,7 @@ func (s *Server) Close() error {
 	for _, hs := range servers {
 		hs.Close()
 	}
+	s.transfers.close()
 	for _, c := range conns {
 		c.closeWith(websocket.CloseGoingAway, "controller shutting down")
 	}

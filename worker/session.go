@@ -10,6 +10,7 @@ import (
 
 	"lemon/client"
 	"lemon/host/moduleset"
+	"lemon/hostcalls/datadial"
 	"lemon/protocol"
 )
 
@@ -263,7 +264,7 @@ func (s *session) invoke(ctx context.Context, req protocol.InvokeRequest) (paylo
 			return nil, perr
 		}
 	}
-	payload, perr = s.disp.Invoke(ctx, req)
+	payload, perr = s.disp.Invoke(datadial.WithDataDialer(ctx, s.w.dataDialer()), req)
 	if perr == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && payload == nil {
 		perr = protocol.Errorf(protocol.CodeTimeout, "deadline exceeded on the node")
 	}

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -35,9 +32,14 @@ const fsUsage = `usage: lemon fs [--controller URL] COMMAND NODE ARGS...
   stat NODE PATH...                      metadata as JSON
   mv   NODE SRC DST [--overwrite]        move (atomic; refuses to replace without --overwrite)
   rm   NODE PATH... [-r] [--yes]         preview, confirm, delete (-r for a nonempty directory)
-  get  NODE REMOTE LOCAL                 download a file of any size in chunks
-  put  NODE LOCAL REMOTE [--overwrite] [--mkdirs]
-                                         upload a file of any size in chunks
+  get  NODE REMOTE LOCAL [-r] [--overwrite] [--resume] [--parallel N]
+                                         download a file (-r: a directory tree)
+  put  NODE LOCAL REMOTE [-r] [--overwrite] [--mkdirs] [--resume] [--parallel N]
+                                         upload a file (-r: a directory tree)
+
+get and put stream over a data connection, check the node's sha256, and
+write through a part file renamed into place at the end: an interrupted
+transfer leaves nothing at the final name (docs/FS.md, "Transfers").
 
 NODE is a nodeId or a node name. The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN; the controller from --controller, else $LEMON_CONTROLLER,
@@ -56,7 +58,9 @@ func runFS(ctx context.Context, args []string) int {
 	all := fl.Bool("all", false, "ls: include dot names")
 	overwrite := fl.Bool("overwrite", false, "mv, put: replace an existing destination")
 	mkdirs := fl.Bool("mkdirs", false, "put: create missing parent directories")
-	recursive := fl.Bool("r", false, "rm: delete a nonempty directory tree")
+	recursive := fl.Bool("r", false, "rm: delete a nonempty directory tree; get, put: copy a directory tree")
+	resume := fl.Bool("resume", false, "get, put: continue from the part file an interrupted transfer left")
+	parallel := fl.Int("parallel", 4, "get -r, put -r: files moved at once (1 to 64)")
 	yes := fl.Bool("yes", false, "rm: do not ask for confirmation")
 	rest, err := parseInterleaved(fl, args)
 	if err != nil {
@@ -105,10 +109,9 @@ func runFS(ctx context.Context, args []string) int {
 			break
 		}
 		err = c.rm(ctx, os.Stdin, os.Stderr, pos[1:], *recursive, *yes)
-	case "get":
-		err = c.get(ctx, pos[1], pos[2], progressTo(os.Stderr))
-	case "put":
-		err = c.put(ctx, pos[1], pos[2], *overwrite, *mkdirs, progressTo(os.Stderr))
+	case "get", "put":
+		err = c.transfer(ctx, cmd, pos[1], pos[2], transferFlags{overwrite: *overwrite, mkdirs: *mkdirs,
+			recursive: *recursive, resume: *resume, parallel: *parallel})
 	}
 	if err != nil {
 		return fsFail(err)
@@ -271,233 +274,6 @@ func (c *fsClient) rm(ctx context.Context, in io.Reader, w io.Writer, paths []st
 		}
 	}
 	return nil
-}
-
-// readChunk and writeChunk size chunks so a frame fits the connection's
-// maxPayload: base64 is 4/3 of the bytes, plus the JSON envelope.
-const fsEnvelopeBytes = 2048
-
-func (c *fsClient) readChunk() int64 {
-	n := int64(c.conn.MaxPayload()-fsEnvelopeBytes) / 4 * 3
-	return max(min(n, protocol.FSMaxReadLength), 1)
-}
-
-func (c *fsClient) writeChunk() int64 {
-	n := int64(c.conn.MaxPayload()-fsEnvelopeBytes) / 4 * 3
-	return max(min(n, protocol.FSMaxWriteBytes), 1)
-}
-
-// getWindow is how many reads are in flight at once during a download.
-const getWindow = 4
-
-// get downloads remote to local: it stats the file, fetches fixed ranges
-// with getWindow reads in flight (re-asking for the rest of a short chunk),
-// writes them at their offsets into a temporary file beside local, checks
-// that the remote revision did not change meanwhile, and renames it into
-// place.
-func (c *fsClient) get(ctx context.Context, remote, local string, prog *progress) error {
-	var st protocol.FSStat
-	if err := c.call(ctx, "node.fs.stat", map[string]any{"path": remote}, &st); err != nil {
-		return err
-	}
-	if st.Type != "regular" {
-		return errors.New("remote path is not a regular file")
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(local), ".lemon-get-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	chunk := c.readChunk()
-	prog.start(st.Size)
-	ranges := make(chan int64)
-	errs := make(chan error, getWindow)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i := 0; i < getWindow; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for off := range ranges {
-				end := min(off+chunk, st.Size)
-				for off < end {
-					var r protocol.FSReadResult
-					if err := c.call(ctx, "node.fs.read", map[string]any{"path": st.Path, "offset": off, "length": end - off}, &r); err != nil {
-						errs <- err
-						cancel()
-						return
-					}
-					b, err := base64.StdEncoding.DecodeString(r.DataBase64)
-					if err != nil || int64(len(b)) != r.Length {
-						errs <- errors.New("malformed read chunk")
-						cancel()
-						return
-					}
-					if len(b) == 0 {
-						errs <- errors.New("remote file shrank during download")
-						cancel()
-						return
-					}
-					if _, err := tmp.WriteAt(b, off); err != nil {
-						errs <- err
-						cancel()
-						return
-					}
-					off += int64(len(b))
-					prog.add(int64(len(b)))
-				}
-			}
-		}()
-	}
-feed:
-	for off := int64(0); off < st.Size; off += chunk {
-		select {
-		case ranges <- off:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(ranges)
-	wg.Wait()
-	prog.done()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	var after protocol.FSStat
-	if err := c.call(ctx, "node.fs.stat", map[string]any{"path": st.Path}, &after); err != nil {
-		return err
-	}
-	if after.MtimeMs != st.MtimeMs || after.Size != st.Size {
-		return errors.New("remote file changed during download; nothing written")
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), local)
-}
-
-// put uploads local to remote in chunks, each write carrying the previous
-// write's mtimeMs as expectedModifiedAtMs (so a concurrent change on the
-// node stops the upload with revision_conflict). The first write truncates;
-// an existing remote file is replaced only with overwrite.
-func (c *fsClient) put(ctx context.Context, local, remote string, overwrite, mkdirs bool, prog *progress) error {
-	f, err := os.Open(local)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return errors.New("local path is not a regular file")
-	}
-	var rev int64
-	if overwrite {
-		var st protocol.FSStat
-		var pe *protocol.Error
-		err := c.call(ctx, "node.fs.stat", map[string]any{"path": remote}, &st)
-		switch {
-		case err == nil:
-			rev = st.MtimeMs
-		case errors.As(err, &pe) && pe.DomainCode() == protocol.DomainNotFound:
-		default:
-			return err
-		}
-	}
-	chunk := c.writeChunk()
-	buf := make([]byte, chunk)
-	prog.start(fi.Size())
-	defer prog.done()
-	path := remote
-	for off := int64(0); ; {
-		n, rerr := io.ReadFull(f, buf)
-		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			return rerr
-		}
-		if n == 0 && off > 0 {
-			return nil
-		}
-		params := map[string]any{"path": path, "dataBase64": base64.StdEncoding.EncodeToString(buf[:n]),
-			"offset": off, "truncate": true, "mkdirs": mkdirs && off == 0, "expectedModifiedAtMs": rev}
-		var r protocol.FSWriteResult
-		if err := c.call(ctx, "node.fs.write", params, &r); err != nil {
-			var pe *protocol.Error
-			if off == 0 && !overwrite && errors.As(err, &pe) && pe.DomainCode() == protocol.DomainRevisionConflict {
-				return errors.New("the remote file exists; pass --overwrite to replace it")
-			}
-			return err
-		}
-		rev, path = r.MtimeMs, r.Path
-		off += int64(n)
-		prog.add(int64(n))
-		if n < len(buf) {
-			return nil
-		}
-	}
-}
-
-// progress draws a one-line progress bar on a terminal; elsewhere it is silent.
-type progress struct {
-	w       io.Writer
-	mu      sync.Mutex
-	total   int64
-	sent    int64
-	began   time.Time
-	lastOut time.Time
-}
-
-func progressTo(f *os.File) *progress {
-	if !interactive(f) {
-		return nil
-	}
-	return &progress{w: f}
-}
-
-func (p *progress) start(total int64) {
-	if p == nil {
-		return
-	}
-	p.total, p.began = total, time.Now()
-}
-
-func (p *progress) add(n int64) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sent += n
-	if time.Since(p.lastOut) > 100*time.Millisecond {
-		p.draw()
-	}
-}
-
-func (p *progress) draw() {
-	p.lastOut = time.Now()
-	frac := 1.0
-	if p.total > 0 {
-		frac = float64(p.sent) / float64(p.total)
-	}
-	const width = 30
-	bar := strings.Repeat("#", int(frac*width)) + strings.Repeat(".", width-int(frac*width))
-	rate := float64(p.sent) / max(time.Since(p.began).Seconds(), 1e-3) / 1e6
-	fmt.Fprintf(p.w, "\r[%s] %5.1f%% %d/%d bytes %.1f MB/s", bar, frac*100, p.sent, p.total, rate)
-}
-
-func (p *progress) done() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.draw()
-	fmt.Fprintln(p.w)
 }
 
 // interactive reports whether f is a terminal (golang.org/x/term), so a

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -107,50 +106,6 @@ func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {
 	return c, root
 }
 
-// TestFSPutGetRoundTrip uploads and downloads files whose sizes straddle
-// the chunk size, byte-identical, under the default 1 MiB payload and a
-// small one that forces many chunks.
-func TestFSPutGetRoundTrip(t *testing.T) {
-	for _, maxPayload := range []int{protocol.DefaultMaxPayload, 16 << 10} {
-		c, root := fsFixture(t, maxPayload)
-		chunk := int(c.writeChunk())
-		local := t.TempDir()
-		for _, size := range []int{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 17} {
-			data := make([]byte, size)
-			rand.Read(data)
-			src := filepath.Join(local, "src")
-			os.WriteFile(src, data, 0o644)
-			if err := c.put(context.Background(), src, "up/file.bin", true, true, nil); err != nil {
-				t.Fatalf("payload %d size %d put: %v", maxPayload, size, err)
-			}
-			if got, _ := os.ReadFile(filepath.Join(root, "up/file.bin")); !bytes.Equal(got, data) {
-				t.Fatalf("payload %d size %d: uploaded bytes differ (%d)", maxPayload, size, len(got))
-			}
-			dst := filepath.Join(local, "dst")
-			if err := c.get(context.Background(), "up/file.bin", dst, nil); err != nil {
-				t.Fatalf("get: %v", err)
-			}
-			if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
-				t.Fatalf("payload %d size %d: downloaded bytes differ", maxPayload, size)
-			}
-		}
-	}
-}
-
-func TestFSPutRefusesToReplaceWithoutOverwrite(t *testing.T) {
-	c, root := fsFixture(t, protocol.DefaultMaxPayload)
-	os.WriteFile(filepath.Join(root, "keep"), []byte("original"), 0o644)
-	src := filepath.Join(t.TempDir(), "src")
-	os.WriteFile(src, []byte("new"), 0o644)
-	err := c.put(context.Background(), src, "keep", false, false, nil)
-	if err == nil || !strings.Contains(err.Error(), "--overwrite") {
-		t.Fatalf("got %v, want a hint to pass --overwrite", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "keep")); string(b) != "original" {
-		t.Error("file replaced")
-	}
-}
-
 func TestFSLsMvRm(t *testing.T) {
 	c, root := fsFixture(t, protocol.DefaultMaxPayload)
 	os.MkdirAll(filepath.Join(root, "d/sub"), 0o755)
@@ -177,40 +132,5 @@ func TestFSLsMvRm(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "d")); !os.IsNotExist(err) {
 		t.Error("rm did not delete")
-	}
-}
-
-// BenchmarkFSPutGet32MiB measures lemon fs put then get of 32 MiB through a
-// fake controller that serves node.fs.* from hostcalls/fs directly (no
-// wasm module, no routing): the CLI's chunking and pipelining over one
-// WebSocket at the default 1 MiB maxPayload.
-func BenchmarkFSPutGet32MiB(b *testing.B) {
-	root, _ := filepath.EvalSymlinks(b.TempDir())
-	f, err := hfs.New(hfs.Config{Roots: []string{root}, DefaultCwd: root})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", Handle: fsNode(f)})
-	defer srv.Close()
-	conn, err := client.Dial(context.Background(), srv.URL, client.Options{Token: "op"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	c := &fsClient{conn: conn, node: "n-1"}
-	data := make([]byte, 32<<20)
-	rand.Read(data)
-	src := filepath.Join(b.TempDir(), "src")
-	os.WriteFile(src, data, 0o644)
-	dst := filepath.Join(b.TempDir(), "dst")
-	b.SetBytes(int64(2 * len(data)))
-	for b.Loop() {
-		if err := c.put(context.Background(), src, "big.bin", true, false, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := c.get(context.Background(), "big.bin", dst, nil); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

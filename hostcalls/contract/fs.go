@@ -95,6 +95,16 @@ var (
 	FSDeletePreview        = Call[FSDeletePreviewArgs, FSDeletePreviewResult]{"fs.delete_preview"}
 	FSDeletePreviewPayload = Call[FSDeletePreviewArgs, PayloadResult]{"fs.delete_preview_payload"}
 	FSDelete               = Call[FSDeleteArgs, FSDeleteResult]{"fs.delete"}
+	FSSend                 = Call[FSSendArgs, FSTransferResult]{"fs.send"}
+	FSReceive              = Call[FSReceiveArgs, FSTransferResult]{"fs.receive"}
+)
+
+// Argument and result types of the bulk transfer host calls (the params
+// of node.fs.transfer.get and .put, dataTicket included).
+type (
+	FSSendArgs       = protocol.FSTransferGetParams
+	FSReceiveArgs    = protocol.FSTransferPutParams
+	FSTransferResult = protocol.FSTransferResult
 )
 
 func fsSpecs() []Spec {
@@ -110,5 +120,7 @@ func fsSpecs() []Spec {
 		spec(FSDeletePreview, "Counts what deleting path would remove and returns the confirmation token fs.delete needs. Kept for fs modules before 1.1.0; use fs.delete_preview_payload."),
 		spec(FSDeletePreviewPayload, "fs.delete_preview, as a whole node.fs.delete.preview payload in an invocation blob."),
 		spec(FSDelete, "Deletes path if confirmationToken still matches what a preview of it saw."),
+		spec(FSSend, "Streams path (from offset, after checking prefixSha256) over the data connection of dataTicket; returns the whole file's sha256."),
+		spec(FSReceive, "Receives size bytes over the data connection of dataTicket into a part file beside path, checks the sender's sha256, sets mode and mtime and moves it into place (compare-and-swap as fs.write and fs.move)."),
 	}
 }

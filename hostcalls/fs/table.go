@@ -36,6 +36,8 @@ func (f *FS) Table() hostcalls.Table {
 		hostcalls.Define(contract.FSDeletePreview, write, hostcalls.AuditRead, f.hcPreview, previewErrors...),
 		hostcalls.Define(contract.FSDeletePreviewPayload, write, hostcalls.AuditRead, f.hcPreviewPayload, previewErrors...),
 		hostcalls.Define(contract.FSDelete, write, hostcalls.AuditMutation, f.hcDelete, deleteErrors...),
+		hostcalls.Define(contract.FSSend, read, hostcalls.AuditRead, f.hcSend, sendErrors...),
+		hostcalls.Define(contract.FSReceive, write, hostcalls.AuditMutation, f.hcReceive, receiveErrors...),
 	}
 }
 

@@ -22,14 +22,16 @@ import (
 
 func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{
-		"node.fs.list":           list,
-		"node.fs.stat":           stat,
-		"node.fs.read":           read,
-		"node.fs.write":          write,
-		"node.fs.mkdir":          mkdir,
-		"node.fs.move":           move,
-		"node.fs.delete.preview": deletePreview,
-		"node.fs.delete":         deleteEntry,
+		"node.fs.list":               list,
+		"node.fs.stat":               stat,
+		"node.fs.read":               read,
+		"node.fs.write":              write,
+		"node.fs.mkdir":              mkdir,
+		"node.fs.move":               move,
+		"node.fs.delete.preview":     deletePreview,
+		"node.fs.delete":             deleteEntry,
+		protocol.MethodFSTransferGet: transferGet,
+		protocol.MethodFSTransferPut: transferPut,
 	})
 }
 
@@ -167,3 +169,29 @@ func deleteEntry(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func main() {}
+
+func transferGet(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSTransferGetParams
+	if err := protocol.DecodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	p.NodeID = ""
+	r, err := fs.Send(p)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}
+
+func transferPut(req *sdk.Request) (*sdk.Result, error) {
+	var p protocol.FSTransferPutParams
+	if err := protocol.DecodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	p.NodeID = ""
+	r, err := fs.Receive(p)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: r}, nil
+}

@@ -14,6 +14,8 @@ var (
 	fsOffset = sdk.Integer(0, protocol.FSMaxOffset)
 	// fsData is standard base64 of at most FSMaxWriteBytes decoded bytes.
 	fsData = sdk.String(0, (protocol.FSMaxWriteBytes+2)/3*4)
+	// fsSecret is 64 hex digits (transferKey, dataTicket, a sha256).
+	fsSecret = sdk.String(64, 64)
 )
 
 // manifest declares the fs family (docs/PLUGINS.md, "Declaring a
@@ -24,7 +26,7 @@ var manifest = sdk.Manifest{
 	Version:      "1.1.0",
 	Capabilities: []string{"read", "write"},
 	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.write", "fs.mkdir", "fs.move",
-		"fs.delete_preview_payload", "fs.delete"},
+		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,
 			DeadlineMs: protocol.DefaultTimeoutMs,
@@ -55,5 +57,17 @@ var manifest = sdk.Manifest{
 			DeadlineMs: protocol.DefaultTimeoutMs,
 			Params: sdk.Params(map[string]*sdk.Schema{"path": fsPath, "confirm": fsPath,
 				"confirmationToken": sdk.String(1, protocol.MaxConfirmationTokenBytes)}, "path", "confirm", "confirmationToken")},
+		// Bulk transfers (docs/FS.md, "Transfers"): the bytes take a data
+		// connection; the controller adds dataTicket.
+		{Name: protocol.MethodFSTransferGet, Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,
+			DeadlineMs: protocol.TransferDeadlineMs,
+			Params: sdk.Params(map[string]*sdk.Schema{"path": fsPath, "transferKey": fsSecret, "offset": fsOffset,
+				"prefixSha256": fsSecret, "dataTicket": fsSecret}, "path", "transferKey")},
+		{Name: protocol.MethodFSTransferPut, Version: 1, Capability: "write", Scope: protocol.ScopeAdmin, Retry: protocol.RetryMutation,
+			DeadlineMs: protocol.TransferDeadlineMs,
+			Params: sdk.Params(map[string]*sdk.Schema{"path": fsPath, "transferKey": fsSecret, "size": fsOffset,
+				"mode": sdk.Integer(0, 0o7777), "mtimeMs": fsOffset, "expectedModifiedAtMs": fsOffset,
+				"overwrite": sdk.Boolean(), "mkdirs": sdk.Boolean(), "resume": sdk.Boolean(), "dataTicket": fsSecret},
+				"path", "transferKey", "size")},
 	},
 }

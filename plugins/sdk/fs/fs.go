@@ -77,3 +77,15 @@ func DeletePreviewPayload(path string, recursive bool) (contract.PayloadResult, 
 func Delete(path, confirm, confirmationToken string) (contract.FSDeleteResult, error) {
 	return sdk.Invoke(fsDelete, contract.FSDelete, contract.FSDeleteArgs{Path: path, Confirm: confirm, ConfirmationToken: confirmationToken})
 }
+
+// Send streams path over the data connection of args.DataTicket (fs.send):
+// the bytes never enter the module; the result carries their sha256.
+func Send(args contract.FSSendArgs) (contract.FSTransferResult, error) {
+	return sdk.Invoke(fsSend, contract.FSSend, args)
+}
+
+// Receive writes args.Size bytes from the data connection of
+// args.DataTicket to args.Path through a part file (fs.receive).
+func Receive(args contract.FSReceiveArgs) (contract.FSTransferResult, error) {
+	return sdk.Invoke(fsReceive, contract.FSReceive, args)
+}

@@ -27,3 +27,7 @@ func fsDeletePreview(ptr, size uint32) uint64 { return 0 }
 func fsDeletePreviewPayload(ptr, size uint32) uint64 { return 0 }
 
 func fsDelete(ptr, size uint32) uint64 { return 0 }
+
+func fsSend(ptr, size uint32) uint64 { return 0 }
+
+func fsReceive(ptr, size uint32) uint64 { return 0 }

@@ -38,3 +38,9 @@ func fsDeletePreviewPayload(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.delete
 func fsDelete(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.send
+func fsSend(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.receive
+func fsReceive(ptr, size uint32) uint64

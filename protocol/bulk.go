@@ -1,0 +1,137 @@
+package protocol
+
+import (
+	"encoding/hex"
+	"strings"
+)
+
+// Bulk transfers (docs/PROTOCOL.md, "Bulk data connections"): file bytes
+// move over a separate WebSocket per transfer, paired by the controller,
+// instead of base64 inside JSON frames. The JSON request that starts a
+// transfer goes the usual way (scope, authority, routing, the node's gate);
+// only the bytes take the data connection.
+const (
+	// MethodFSTransferGet streams a file from the node (capability read).
+	MethodFSTransferGet = "node.fs.transfer.get"
+	// MethodFSTransferPut streams a file to the node (capability write):
+	// into a part file beside the target, moved into place at the end.
+	MethodFSTransferPut = "node.fs.transfer.put"
+
+	// DataPath is appended to the controller's WebSocket URL path to reach
+	// its data endpoint (ws://host:7777/ws → ws://host:7777/ws/data).
+	DataPath = "/data"
+	// HeaderTransferKey carries the caller's 32-byte transfer secret (64
+	// lowercase hex); its sha256 is the request's transferKey param.
+	HeaderTransferKey = "Lemon-Transfer-Key"
+	// HeaderTransferTicket carries the node's one-time ticket (64 hex),
+	// which the controller added to the request as dataTicket.
+	HeaderTransferTicket = "Lemon-Transfer-Ticket"
+
+	// TransferWaitMs is how long the controller holds one side of a data
+	// connection for the other, and how long a request waits for its data
+	// connection, in milliseconds.
+	TransferWaitMs = 10000
+	// TransferDeadlineMs is the declared deadline of a transfer request: one
+	// request moves one whole file (or the rest of one, with resume).
+	TransferDeadlineMs = 3_600_000
+	// TransferChunkBytes is the largest binary message a sender writes.
+	TransferChunkBytes = 1 << 20
+	// TransferControlMaxBytes bounds a text message on a data connection.
+	TransferControlMaxBytes = 4096
+	// TransferMaxPending bounds the data connections the controller holds
+	// waiting for their other side.
+	TransferMaxPending = 256
+
+	// DomainTransferInterrupted: the data connection ended before the
+	// transfer was complete. A put keeps its part file for --resume.
+	DomainTransferInterrupted = "transfer_interrupted"
+	// DomainChecksumMismatch: the sha256 of the bytes written is not the
+	// one the sender announced; nothing was moved into place.
+	DomainChecksumMismatch = "checksum_mismatch"
+	// DomainResumeMismatch: the prefix to resume from does not have the
+	// announced sha256 (the file changed); start again from offset 0.
+	DomainResumeMismatch = "resume_mismatch"
+	// DomainSizeChanged: the file changed size while it was being read.
+	DomainSizeChanged = "size_changed"
+)
+
+// FSTransferGetParams are the params of node.fs.transfer.get. Offset > 0
+// resumes: the node checks that the first Offset bytes of the file have
+// sha256 PrefixSHA256 and sends the rest.
+type FSTransferGetParams struct {
+	NodeID       string `json:"nodeId,omitempty"`
+	Path         string `json:"path"`
+	TransferKey  string `json:"transferKey"`
+	Offset       int64  `json:"offset,omitempty"`
+	PrefixSHA256 string `json:"prefixSha256,omitempty"`
+	DataTicket   string `json:"dataTicket,omitempty"`
+}
+
+// FSTransferPutParams are the params of node.fs.transfer.put. Size is the
+// whole file's length in bytes; Mode (permission bits, 0 to 0o7777) and
+// MtimeMs (ms since the epoch, 0: now) are given to the file before it is
+// moved into place. ExpectedModifiedAtMs and Overwrite are node.fs.write's
+// and node.fs.move's compare-and-swap rule for the final name: absent or 0
+// with Overwrite false requires the name to be free at the end. Resume
+// keeps the part file a previous interrupted put left (its prefix is
+// checked by the caller against the sha256 the node announces).
+type FSTransferPutParams struct {
+	NodeID               string `json:"nodeId,omitempty"`
+	Path                 string `json:"path"`
+	TransferKey          string `json:"transferKey"`
+	Size                 int64  `json:"size"`
+	Mode                 uint32 `json:"mode,omitempty"`
+	MtimeMs              int64  `json:"mtimeMs,omitempty"`
+	ExpectedModifiedAtMs int64  `json:"expectedModifiedAtMs,omitempty"`
+	Overwrite            bool   `json:"overwrite,omitempty"`
+	Mkdirs               bool   `json:"mkdirs,omitempty"`
+	Resume               bool   `json:"resume,omitempty"`
+	DataTicket           string `json:"dataTicket,omitempty"`
+}
+
+// FSTransferResult is the payload of both transfer methods: the canonical
+// path, the whole file's size and sha256 (of the bytes the node read or
+// wrote, resumed prefix included), its mode and mtime, and where this
+// request started (Offset, the resumed prefix's length).
+type FSTransferResult struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256"`
+	Mode    uint32 `json:"mode"`
+	MtimeMs int64  `json:"mtimeMs"`
+	Offset  int64  `json:"offset"`
+}
+
+// TransferHello is the node's first (text) message on a data connection.
+// For get: the file's Size, Mode and MtimeMs, and Offset, where the bytes
+// start. For put: Offset is the length of the part file kept for resume
+// and PrefixSHA256 its sha256; the caller answers with TransferStart.
+type TransferHello struct {
+	Size         int64  `json:"size"`
+	Mode         uint32 `json:"mode,omitempty"`
+	MtimeMs      int64  `json:"mtimeMs,omitempty"`
+	Offset       int64  `json:"offset"`
+	PrefixSHA256 string `json:"prefixSha256,omitempty"`
+}
+
+// TransferStart is the caller's answer to a put's hello: Offset is the
+// hello's Offset (the prefix matched) or 0 (start again).
+type TransferStart struct {
+	Offset int64 `json:"offset"`
+}
+
+// TransferEnd is the caller's last (text) message of a put, after Size
+// bytes: the sha256 of the whole file as the caller has it.
+type TransferEnd struct {
+	SHA256 string `json:"sha256"`
+}
+
+// ValidTransferSecret reports whether s is 64 lowercase hex digits (a
+// transferKey, a dataTicket, or the secret behind a transferKey).
+func ValidTransferSecret(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
