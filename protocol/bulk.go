@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"strings"
+	"unicode/utf8"
 )
 
 // Bulk transfers (docs/PROTOCOL.md, "Bulk data connections"): file bytes
@@ -64,7 +67,10 @@ type FSTransferGetParams struct {
 	TransferKey  string `json:"transferKey"`
 	Offset       int64  `json:"offset,omitempty"`
 	PrefixSHA256 string `json:"prefixSha256,omitempty"`
-	DataTicket   string `json:"dataTicket,omitempty"`
+	// Tree sends the directory Path and everything under it as a stream
+	// of TransferEntry records (get -r); Offset must be 0.
+	Tree       bool   `json:"tree,omitempty"`
+	DataTicket string `json:"dataTicket,omitempty"`
 }
 
 // FSTransferPutParams are the params of node.fs.transfer.put. Size is the
@@ -86,7 +92,11 @@ type FSTransferPutParams struct {
 	Overwrite            bool   `json:"overwrite,omitempty"`
 	Mkdirs               bool   `json:"mkdirs,omitempty"`
 	Resume               bool   `json:"resume,omitempty"`
-	DataTicket           string `json:"dataTicket,omitempty"`
+	// Tree receives a stream of TransferEntry records into the directory
+	// Path (created with its parents), put -r; Size, Mode, MtimeMs,
+	// ExpectedModifiedAtMs and Resume must be absent.
+	Tree       bool   `json:"tree,omitempty"`
+	DataTicket string `json:"dataTicket,omitempty"`
 }
 
 // FSTransferResult is the payload of both transfer methods: the canonical
@@ -100,6 +110,65 @@ type FSTransferResult struct {
 	Mode    uint32 `json:"mode"`
 	MtimeMs int64  `json:"mtimeMs"`
 	Offset  int64  `json:"offset"`
+	// Files is the number of files a tree transfer moved; SHA256 is then
+	// the tree digest (TreeDigest) and Size the bytes of all files.
+	Files int64 `json:"files,omitempty"`
+}
+
+// TransferEntry is one record of a tree transfer (a text message): a
+// directory (Dir), a file header (Name, Size, Mode, MtimeMs; then Size
+// bytes in binary messages, then a record with SHA256 alone), or the end
+// (Done). Name is relative to the tree's root, "/"-separated, without
+// "." or ".." components. The first record from the node of a get -r is
+// the hello: Size, the bytes of all files, and Files, their number.
+type TransferEntry struct {
+	Name    string `json:"name,omitempty"`
+	Dir     bool   `json:"dir,omitempty"`
+	Size    int64  `json:"size,omitempty"`
+	Mode    uint32 `json:"mode,omitempty"`
+	MtimeMs int64  `json:"mtimeMs,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Files   int64  `json:"files,omitempty"`
+	Done    bool   `json:"done,omitempty"`
+}
+
+// TreeDigest accumulates the digest of a tree transfer: the sha256 of
+// "name NUL sha256-hex LF" for each file in stream order. Both ends compute
+// it; the node returns it in the JSON result, over the control connection.
+type TreeDigest struct{ h hash.Hash }
+
+// Add records one file.
+func (d *TreeDigest) Add(name, sum string) {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	d.h.Write([]byte(name))
+	d.h.Write([]byte{0})
+	d.h.Write([]byte(sum))
+	d.h.Write([]byte{'\n'})
+}
+
+// Sum is the digest so far, in hex.
+func (d *TreeDigest) Sum() string {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	return hex.EncodeToString(d.h.Sum(nil))
+}
+
+// ValidTreeName reports whether name may name an entry of a tree
+// transfer: nonempty, relative, "/"-separated, no empty, "." or ".."
+// component, at most FSMaxPathBytes bytes of UTF-8 without NUL.
+func ValidTreeName(name string) bool {
+	if name == "" || len(name) > FSMaxPathBytes || !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 || name[0] == '/' {
+		return false
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == "" || c == "." || c == ".." || len(c) > 255 {
+			return false
+		}
+	}
+	return true
 }
 
 // TransferHello is the node's first (text) message on a data connection.
@@ -134,4 +203,11 @@ func ValidTransferSecret(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+func init() {
+	fsErrors[DomainTransferInterrupted] = struct{ code, msg string }{CodeUnavailable, "the transfer's data connection ended before the transfer was complete"}
+	fsErrors[DomainChecksumMismatch] = struct{ code, msg string }{CodeConflict, "the bytes received do not have the sender's sha256; nothing was moved into place"}
+	fsErrors[DomainResumeMismatch] = struct{ code, msg string }{CodeConflict, "the data to resume from changed; start again from offset 0"}
+	fsErrors[DomainSizeChanged] = struct{ code, msg string }{CodeConflict, "the file changed while it was read"}
 }

@@ -42,8 +42,11 @@ type Options struct {
 	// Resume continues from a part file an earlier, failed transfer of the
 	// same file left, once its prefix's sha256 matched.
 	Resume bool
-	// Progress, if set, is called with each number of bytes moved.
+	// Progress, if set, is called with each number of bytes moved (a
+	// resumed prefix counts as moved when the transfer resumes).
 	Progress func(n int64)
+	// OnResume, if set, is called with the offset a transfer resumes from.
+	OnResume func(offset int64)
 }
 
 // Client makes transfers to and from one node over one connection.
@@ -217,8 +220,13 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 		return nil, errors.New("the node answered a different offset")
 	}
 	keep = true // from here a failure leaves a part file to resume from
-	if o.Progress != nil && offset > 0 {
-		o.Progress(offset)
+	if offset > 0 {
+		if o.OnResume != nil {
+			o.OnResume(offset)
+		}
+		if o.Progress != nil {
+			o.Progress(offset)
+		}
 	}
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, err
@@ -368,8 +376,13 @@ func (c *Client) Put(ctx context.Context, local, remote string, o Options) (*pro
 	if err := ws.WriteMessage(websocket.TextMessage, sb); err != nil {
 		return nil, c.interrupted(ctx, res, err)
 	}
-	if o.Progress != nil && from > 0 {
-		o.Progress(from)
+	if from > 0 {
+		if o.OnResume != nil {
+			o.OnResume(from)
+		}
+		if o.Progress != nil {
+			o.Progress(from)
+		}
 	}
 	buf := make([]byte, protocol.TransferChunkBytes)
 	for off := from; off < size; {

@@ -136,12 +136,9 @@ func parseInterleaved(fl *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func fsFail(err error) int {
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		fmt.Fprintln(os.Stderr, "lemon fs:", pe.Error())
-	} else {
-		fmt.Fprintln(os.Stderr, "lemon fs:", err)
-	}
+	// A wrapped *protocol.Error prints its own text plus the wrapping
+	// (transferError's hint to resume).
+	fmt.Fprintln(os.Stderr, "lemon fs:", err)
 	return 1
 }
 

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +33,9 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 	defer prog.stop()
 	o := transfer.Options{Overwrite: fl.overwrite, Mkdirs: fl.mkdirs, Resume: fl.resume, Progress: prog.add}
 	if !fl.recursive {
+		o.OnResume = func(off int64) { fmt.Fprintf(os.Stderr, "lemon fs: resuming from byte %d\n", off) }
+	}
+	if !fl.recursive {
 		if cmd == "get" {
 			var st protocol.FSStat
 			if err := c.call(ctx, "node.fs.stat", map[string]any{"path": src}, &st); err != nil {
@@ -41,6 +43,9 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 			}
 			if st.Type == "directory" {
 				return errors.New("the remote path is a directory: pass -r to copy a tree")
+			}
+			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+				dst = filepath.Join(dst, path.Base(st.Path))
 			}
 			prog.start(st.Size, 1)
 			_, err := tc.Get(ctx, src, dst, o)
@@ -63,71 +68,29 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 	return c.putTree(ctx, tc, src, dst, fl, o, prog)
 }
 
-// transferError adds what to do next to a failure that left a part file.
+// transferError adds what to do next to a failure that left a part file:
+// a get's local part file, or a put that failed in transit.
 func transferError(err error, local string) error {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, transfer.ErrChecksum) || errors.Is(err, transfer.ErrExists) {
 		return err
 	}
-	var pe *protocol.Error
-	if errors.As(err, &pe) && pe.DomainCode() == protocol.DomainTransferInterrupted ||
-		!errors.As(err, &pe) && !errors.Is(err, transfer.ErrChecksum) && !errors.Is(err, transfer.ErrExists) {
+	hint := false
+	if local != "" {
+		_, serr := os.Stat(transfer.LocalPart(local))
+		hint = serr == nil
+	} else {
+		var pe *protocol.Error
+		hint = !errors.As(err, &pe) || pe.Code == protocol.CodeUnavailable || pe.Code == protocol.CodeTimeout
+	}
+	if hint {
 		return fmt.Errorf("%w (rerun with --resume to continue)", err)
 	}
 	return err
 }
 
-// job is one file of a tree copy.
-type job struct {
-	src, dst string
-	size     int64
-}
-
-// runJobs moves the files of a tree with fl.parallel transfers at once;
-// the first failure stops the rest.
-func runJobs(ctx context.Context, jobs []job, parallel int, do func(ctx context.Context, j job) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan job)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for i := 0; i < parallel; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range ch {
-				if err := do(ctx, j); err != nil {
-					once.Do(func() { first = fmt.Errorf("%s: %w", j.src, err); cancel() })
-				}
-			}
-		}()
-	}
-feed:
-	for _, j := range jobs {
-		select {
-		case ch <- j:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(ch)
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return first
-}
-
-type localDir struct {
-	path    string
-	mode    uint32
-	mtimeMs int64
-}
-
 // getTree copies the node's directory remote to local as scp -r does:
 // into local/<base> when local is a directory, else to local itself.
-// Files keep their mode and mtime; directories get theirs at the end.
-func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, local string, fl transferFlags, o transfer.Options, prog *treeProgress) error {
+func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, local string, fl transferFlags, _ transfer.Options, prog *treeProgress) error {
 	var st protocol.FSStat
 	if err := c.call(ctx, "node.fs.stat", map[string]any{"path": remote}, &st); err != nil {
 		return err
@@ -139,78 +102,16 @@ func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, loc
 		if !fi.IsDir() {
 			return fmt.Errorf("%s exists and is not a directory", local)
 		}
-		local = filepath.Join(local, filepath.Base(st.Path))
+		local = filepath.Join(local, path.Base(st.Path))
 	}
-	var jobs []job
-	var dirs []localDir
-	var total int64
-	var walk func(rdir, ldir string, mode uint32, mtime int64) error
-	walk = func(rdir, ldir string, mode uint32, mtime int64) error {
-		if err := os.Mkdir(ldir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		dirs = append(dirs, localDir{ldir, mode, mtime})
-		var r protocol.FSListResult
-		if err := c.call(ctx, "node.fs.list", map[string]any{"path": rdir, "showHidden": true}, &r); err != nil {
-			return err
-		}
-		if r.Truncated {
-			return fmt.Errorf("%s holds more than %d entries, more than one listing shows; copy its subdirectories one by one", r.Path, r.Limit)
-		}
-		for _, e := range r.Entries {
-			if e.FSEntryStat == nil {
-				return fmt.Errorf("%s/%s: %s", r.Path, e.Name, e.Error)
-			}
-			rp, lp := r.Path+"/"+e.Name, filepath.Join(ldir, e.Name)
-			typ, size, emode, emtime := e.Type, e.Size, e.Mode, e.MtimeMs
-			if typ == "symlink" { // as scp -r: follow it
-				var ls protocol.FSStat
-				if err := c.call(ctx, "node.fs.stat", map[string]any{"path": rp}, &ls); err != nil {
-					return err
-				}
-				typ, size, emode, emtime = ls.Type, ls.Size, ls.Mode, ls.MtimeMs
-			}
-			switch typ {
-			case "directory":
-				if err := walk(rp, lp, emode, emtime); err != nil {
-					return err
-				}
-			case "regular":
-				jobs = append(jobs, job{rp, lp, size})
-				total += size
-			default:
-				fmt.Fprintf(os.Stderr, "lemon fs: skipping %s (%s)\n", rp, typ)
-			}
-		}
-		return nil
-	}
-	if err := walk(st.Path, local, st.Mode, st.MtimeMs); err != nil {
-		return err
-	}
-	prog.start(total, len(jobs))
-	err := runJobs(ctx, jobs, fl.parallel, func(ctx context.Context, j job) error {
-		_, err := tc.Get(ctx, j.src, j.dst, o)
-		prog.fileDone()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	// Deepest first, so setting a parent's mtime comes last.
-	sort.Slice(dirs, func(i, k int) bool { return len(dirs[i].path) > len(dirs[k].path) })
-	for _, d := range dirs {
-		os.Chmod(d.path, os.FileMode(d.mode&0o777))
-		t := time.UnixMilli(d.mtimeMs)
-		os.Chtimes(d.path, t, t)
-	}
-	return nil
+	_, err := tc.GetTree(ctx, st.Path, local, transfer.TreeOptions{Overwrite: fl.overwrite,
+		Progress: prog.add, Start: prog.start, FileDone: prog.fileDone})
+	return err
 }
 
 // putTree copies the local directory local to the node as scp -r does:
 // into remote/<base> when remote is a directory, else to remote itself.
-// Files keep their mode and mtime (the node has no call that sets a
-// directory's).
-func (c *fsClient) putTree(ctx context.Context, tc *transfer.Client, local, remote string, fl transferFlags, o transfer.Options, prog *treeProgress) error {
+func (c *fsClient) putTree(ctx context.Context, tc *transfer.Client, local, remote string, fl transferFlags, _ transfer.Options, prog *treeProgress) error {
 	fi, err := os.Stat(local)
 	if err != nil {
 		return err
@@ -230,53 +131,9 @@ func (c *fsClient) putTree(ctx context.Context, tc *transfer.Client, local, remo
 	default:
 		return err
 	}
-	var jobs []job
-	var dirs []string
-	var total int64
-	root := filepath.Clean(local)
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rp := remote
-		if rel != "." {
-			rp = strings.TrimSuffix(remote, "/") + "/" + filepath.ToSlash(rel)
-		}
-		info, err := os.Stat(p) // as scp -r: follow symlinks
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.IsDir():
-			if d.Type()&fs.ModeSymlink != 0 {
-				fmt.Fprintf(os.Stderr, "lemon fs: skipping %s (a symlink to a directory)\n", p)
-				return nil
-			}
-			dirs = append(dirs, rp)
-		case info.Mode().IsRegular():
-			jobs = append(jobs, job{p, rp, info.Size()})
-			total += info.Size()
-		default:
-			fmt.Fprintf(os.Stderr, "lemon fs: skipping %s (not a regular file)\n", p)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, d := range dirs {
-		if err := c.call(ctx, "node.fs.mkdir", map[string]any{"path": d}, nil); err != nil {
-			return err
-		}
-	}
-	prog.start(total, len(jobs))
-	o.Mkdirs = true
-	return runJobs(ctx, jobs, fl.parallel, func(ctx context.Context, j job) error {
-		_, err := tc.Put(ctx, j.src, j.dst, o)
-		prog.fileDone()
-		return err
-	})
+	return tc.PutTree(ctx, local, remote, transfer.TreeOptions{Overwrite: fl.overwrite, Parallel: fl.parallel,
+		Progress: prog.add, Start: prog.start, FileDone: prog.fileDone},
+		func(msg string) { fmt.Fprintln(os.Stderr, "lemon fs:", msg) })
 }
 
 // treeProgress is one progress line for a whole transfer: bytes, files,

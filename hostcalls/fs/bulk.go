@@ -100,6 +100,9 @@ func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTrans
 	if !protocol.ValidTransferSecret(a.DataTicket) {
 		return nil, protocol.InvalidParams("dataTicket", "dataTicket must be 64 lowercase hex digits")
 	}
+	if a.Tree {
+		return f.sendTree(ctx, a)
+	}
 	if a.Offset > 0 && !protocol.ValidTransferSecret(a.PrefixSHA256) {
 		return nil, protocol.InvalidParams("prefixSha256", "prefixSha256 (64 lowercase hex digits) is required with an offset")
 	}
@@ -210,6 +213,9 @@ func readText(conn *websocket.Conn, v any) error {
 // node.fs.move. Until that rename nothing exists at path; an interrupted
 // put leaves only the part file, which Resume continues.
 func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*protocol.FSTransferResult, error) {
+	if a.Tree {
+		return f.receiveTree(ctx, a)
+	}
 	switch {
 	case a.Size < 0 || a.Size > protocol.FSMaxOffset:
 		return nil, protocol.InvalidParams("size", "size must be an integer from 0 to 9007199254740991")
