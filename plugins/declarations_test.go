@@ -131,13 +131,17 @@ var seeds = []string{
 	`{"nodeId":"n","name":"lemon_bot/invocations/r1","value":"v","operationId":"r1"}`,
 	`{"nodeId":"n","name":"a"}`,
 	`{"nodeId":"n","operationId":"op_1"}`,
+	`{"nodeId":"n","path":"a","transferKey":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","offset":3,"prefixSha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}`,
+	`{"nodeId":"n","path":"a/b","transferKey":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","tree":true}`,
+	`{"nodeId":"n","path":"a","transferKey":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":5,"mode":420,"mtimeMs":1,"overwrite":true,"mkdirs":true,"resume":true}`,
+	`{"nodeId":"n","path":"a","transferKey":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","tree":true,"overwrite":false}`,
 }
 
 // alternatives replace one field's value in a mutation: both sides of
 // every limit the first-party families have, and wrong types.
 func alternatives() []string {
 	s := func(n int) string { b, _ := json.Marshal(strings.Repeat("a", n)); return string(b) }
-	out := []string{`null`, `""`, `" "`, `"a"`, `"a/b"`, `"/x"`, `"a\u0000b"`, `"\u00e9"`, `"QQ=="`, `"QQ"`, `"p:1"`, `"p 1"`,
+	out := []string{`"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`, `"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"`, `4095`, `4096`, `null`, `""`, `" "`, `"a"`, `"a/b"`, `"/x"`, `"a\u0000b"`, `"\u00e9"`, `"QQ=="`, `"QQ"`, `"p:1"`, `"p 1"`,
 		`0`, `-0`, `-1`, `1`, `999`, `1000`, `1.5`, `1e3`, `1.0`, `1800000`, `1800001`, `1048576`, `1048577`,
 		`9007199254740991`, `9007199254740992`, `true`, `false`, `[]`, `["a"]`, `[""]`, `["/bin/x","y"]`, `[1]`, `{}`, `{"a":1}`}
 	for _, n := range []int{127, 128, 129, 255, 256, 257, 4095, 4096, 4097} {

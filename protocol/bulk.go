@@ -3,8 +3,10 @@ package protocol
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"hash"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -210,4 +212,80 @@ func init() {
 	fsErrors[DomainChecksumMismatch] = struct{ code, msg string }{CodeConflict, "the bytes received do not have the sender's sha256; nothing was moved into place"}
 	fsErrors[DomainResumeMismatch] = struct{ code, msg string }{CodeConflict, "the data to resume from changed; start again from offset 0"}
 	fsErrors[DomainSizeChanged] = struct{ code, msg string }{CodeConflict, "the file changed while it was read"}
+}
+
+func secretField(field, v string, required bool) *Error {
+	if v == "" && !required {
+		return nil
+	}
+	if !ValidTransferSecret(v) {
+		return InvalidParams(field, field+" must be 64 lowercase hex digits")
+	}
+	return nil
+}
+
+func offsetField(field string, v int64) *Error {
+	if v < 0 || v > FSMaxOffset {
+		return InvalidParams(field, field+" must be an integer from 0 to 9007199254740991")
+	}
+	return nil
+}
+
+// ValidateFSTransferGet checks node.fs.transfer.get params.
+func ValidateFSTransferGet(params json.RawMessage) *Error {
+	var p FSTransferGetParams
+	if e := DecodeParams(params, &p); e != nil {
+		return e
+	}
+	if e := RequireNodeID(p.NodeID); e != nil {
+		return e
+	}
+	if e := ValidateFSPath("path", p.Path); e != nil {
+		return e
+	}
+	for _, e := range []*Error{secretField("transferKey", p.TransferKey, true), offsetField("offset", p.Offset),
+		secretField("prefixSha256", p.PrefixSHA256, p.Offset > 0), secretField("dataTicket", p.DataTicket, false)} {
+		if e != nil {
+			return e
+		}
+	}
+	if p.Tree && (p.Offset != 0 || p.PrefixSHA256 != "") {
+		return InvalidParams("offset", "a tree transfer takes no offset or prefixSha256")
+	}
+	return nil
+}
+
+// ValidateFSTransferPut checks node.fs.transfer.put params.
+func ValidateFSTransferPut(params json.RawMessage) *Error {
+	var p FSTransferPutParams
+	if e := DecodeParams(params, &p); e != nil {
+		return e
+	}
+	if e := RequireNodeID(p.NodeID); e != nil {
+		return e
+	}
+	if e := ValidateFSPath("path", p.Path); e != nil {
+		return e
+	}
+	for _, e := range []*Error{secretField("transferKey", p.TransferKey, true), offsetField("size", p.Size),
+		offsetField("mtimeMs", p.MtimeMs), offsetField("expectedModifiedAtMs", p.ExpectedModifiedAtMs),
+		secretField("dataTicket", p.DataTicket, false)} {
+		if e != nil {
+			return e
+		}
+	}
+	if p.Mode > 0o7777 {
+		return InvalidParams("mode", "mode must be permission bits, 0 to 4095")
+	}
+	if p.Tree && (p.Size != 0 || p.Mode != 0 || p.MtimeMs != 0 || p.ExpectedModifiedAtMs != 0 || p.Resume) {
+		return InvalidParams("tree", "a tree put takes no size, mode, mtimeMs, expectedModifiedAtMs or resume")
+	}
+	return nil
+}
+
+func init() {
+	deadline := func(json.RawMessage) time.Duration { return TransferDeadlineMs * time.Millisecond }
+	RegisterMethod(MethodSpec{Name: MethodFSTransferGet, Version: 1, Validate: ValidateFSTransferGet, Deadline: deadline})
+	RegisterMethod(MethodSpec{Name: MethodFSTransferPut, Version: 1, Validate: ValidateFSTransferPut, Deadline: deadline})
+	pureReads[MethodFSTransferGet] = true
 }
