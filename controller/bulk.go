@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -317,5 +318,8 @@ func pipe(dst, src *websocket.Conn) {
 		if err := w.Close(); err != nil {
 			return
 		}
+		// A relayed message is up to 1 MiB: give the connection's other
+		// goroutines (control frames of the same node) their turn.
+		runtime.Gosched()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -167,6 +168,7 @@ func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTrans
 			return nil, errInterrupted().WithRetry(true, false)
 		}
 		off += int64(n)
+		runtime.Gosched() // let control requests in between chunks (docs/FS.md, "Memory and flow")
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err == nil && (after.Size != size || mtimeMs(&after) != mtimeMs(st)) {
@@ -306,6 +308,7 @@ func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*protocol.F
 	}
 	off := start.Offset
 	for off < a.Size {
+		runtime.Gosched() // let control requests in between chunks
 		mt, r, err := conn.NextReader()
 		if err != nil {
 			return nil, errInterrupted().WithRetry(true, true)

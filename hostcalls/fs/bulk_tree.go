@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"hash"
 	"io"
+	"runtime"
 	"sort"
 	"time"
 
@@ -115,6 +116,7 @@ func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs) (*protocol.FST
 				return errInterrupted().WithRetry(true, false)
 			}
 			off += int64(n)
+			runtime.Gosched()
 		}
 		sum := hex.EncodeToString(h.Sum(nil))
 		dg.Add(name, sum)
@@ -190,6 +192,7 @@ func (f *FS) walkTree(dfd int, prefix string, depth int, dir, file func(dfd int,
 func recvBytes(conn *websocket.Conn, fd int, off, size int64, h hash.Hash, buf []byte) error {
 	end := off + size
 	for off < end {
+		runtime.Gosched() // let control requests in between chunks
 		mt, r, err := conn.NextReader()
 		if err != nil {
 			return errInterrupted().WithRetry(true, true)

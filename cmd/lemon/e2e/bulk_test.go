@@ -396,6 +396,18 @@ func TestBulk1GiBBoundedRSSResponsive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The same calls without a transfer, for comparison in the log.
+	var base []time.Duration
+	for i := 0; i < 200; i++ {
+		t0 := time.Now()
+		if _, perr := conn.Call(context.Background(), "node.fs.stat", map[string]any{"nodeId": d.nodeID, "path": "."}); perr != nil {
+			t.Fatalf("stat: %v", perr)
+		}
+		base = append(base, time.Since(t0))
+		time.Sleep(5 * time.Millisecond)
+	}
+	sort.Slice(base, func(i, j int) bool { return base[i] < base[j] })
+	t.Logf("node.fs.stat without a transfer: %d calls, p50 %v, p99 %v", len(base), base[len(base)/2], base[len(base)*99/100])
 	var lat []time.Duration
 	var stop atomic.Bool
 	var wg sync.WaitGroup
