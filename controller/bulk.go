@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"lemon/hostcalls/datadial"
 	"lemon/protocol"
 )
 
@@ -273,8 +274,8 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 // closed.
 func relay(a, b *websocket.Conn, done <-chan struct{}) {
 	errc := make(chan struct{}, 2)
-	go func() { pipe(b, a); errc <- struct{}{} }()
-	go func() { pipe(a, b); errc <- struct{}{} }()
+	go func() { datadial.RunBulk(func() { pipe(b, a) }); errc <- struct{}{} }()
+	go func() { datadial.RunBulk(func() { pipe(a, b) }); errc <- struct{}{} }()
 	select {
 	case <-errc:
 	case <-done:

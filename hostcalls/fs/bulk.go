@@ -422,7 +422,9 @@ func (f *FS) commitPart(t *target, part string, a contract.FSReceiveArgs) error 
 }
 
 func (f *FS) hcSend(ctx context.Context, _ hostcalls.Call, a contract.FSSendArgs) (protocol.FSTransferResult, error) {
-	r, err := f.Send(ctx, a)
+	var r *protocol.FSTransferResult
+	var err error
+	datadial.RunBulk(func() { r, err = f.Send(ctx, a) })
 	if err != nil {
 		return protocol.FSTransferResult{}, protocol.AsError(err)
 	}
@@ -430,7 +432,9 @@ func (f *FS) hcSend(ctx context.Context, _ hostcalls.Call, a contract.FSSendArgs
 }
 
 func (f *FS) hcReceive(ctx context.Context, _ hostcalls.Call, a contract.FSReceiveArgs) (protocol.FSTransferResult, error) {
-	r, err := f.Receive(ctx, a)
+	var r *protocol.FSTransferResult
+	var err error
+	datadial.RunBulk(func() { r, err = f.Receive(ctx, a) })
 	if err != nil {
 		return protocol.FSTransferResult{}, protocol.AsError(err)
 	}
