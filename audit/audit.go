@@ -55,6 +55,8 @@ type Record struct {
 	Outcome string `json:"outcome"`
 	// Code is the protocol error code, or its domain code when it has one.
 	Code string `json:"code,omitempty"`
+	// Domain is the error's domain code (docs/PROTOCOL.md), if any.
+	Domain string `json:"domain,omitempty"`
 	// DurationMs is how long the request or host call took, in ms.
 	DurationMs float64 `json:"durationMs"`
 }
@@ -165,6 +167,7 @@ func (s *Sink) Write(r *Record) error {
 	bound(&r.HostCall)
 	bound(&r.Outcome)
 	bound(&r.Code)
+	bound(&r.Domain)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := json.Marshal(r)
