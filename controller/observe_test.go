@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -290,4 +292,31 @@ func metricValue(m prometheus.Metric) float64 {
 		return d.Counter.GetValue()
 	}
 	return d.Gauge.GetValue()
+}
+
+// TestStoreFailureLogBounded: a durable store failure is logged with a
+// bounded reason class, never the error's text (which names a path).
+func TestStoreFailureLogBounded(t *testing.T) {
+	var logs lockedBuf
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	s := startServer(t, cfg)
+	for err, want := range map[error]string{
+		&os.PathError{Op: "write", Path: "/var/lib/" + canary, Err: syscall.ENOSPC}: "no_space",
+		&os.PathError{Op: "open", Path: "/var/lib/" + canary, Err: syscall.EACCES}:  "permission_denied",
+		&os.PathError{Op: "open", Path: "/var/lib/" + canary, Err: syscall.EROFS}:   "read_only_fs",
+		&os.PathError{Op: "write", Path: "/var/lib/" + canary, Err: syscall.EIO}:    "io_error",
+		errors.New("bolt: " + canary): "other",
+	} {
+		if got := ioReason(err); got != want {
+			t.Errorf("ioReason(%v) = %q, want %q", err, got, want)
+		}
+		s.storeFailed(err)
+	}
+	if got := metricValue(s.metrics.storeFailures); got != 5 {
+		t.Fatalf("store failures %v", got)
+	}
+	if strings.Contains(logs.String(), canary) || !strings.Contains(logs.String(), `"reason":"no_space"`) {
+		t.Fatalf("log:\n%s", logs.String())
+	}
 }

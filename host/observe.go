@@ -142,12 +142,23 @@ func (g *Gate) audit(inv *invocation, hostcall, outcome string, d time.Duration)
 		slog.Int("count", 1))
 }
 
-// invocationOutcome is the bounded outcome label of an invocation.
+// invocationOutcome is the bounded outcome label of an invocation: ok,
+// a protocol code, or "other" for any other code a module returned.
 func invocationOutcome(e *protocol.Error) string {
 	if e == nil {
 		return "ok"
 	}
-	return e.Code
+	if protocolCodes[e.Code] {
+		return e.Code
+	}
+	return "other"
+}
+
+var protocolCodes = map[string]bool{
+	protocol.CodeInvalidRequest: true, protocol.CodeInvalidParams: true, protocol.CodeMethodNotFound: true,
+	protocol.CodeUnauthorized: true, protocol.CodeForbidden: true, protocol.CodeNotFound: true,
+	protocol.CodeConflict: true, protocol.CodeRateLimited: true, protocol.CodeTimeout: true,
+	protocol.CodeInternal: true, protocol.CodeNotImplemented: true, protocol.CodeUnavailable: true,
 }
 
 // PoolInstances returns the live instances of each loaded module's pool,

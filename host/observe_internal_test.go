@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"lemon/protocol"
 	"strings"
 	"testing"
 
@@ -20,6 +21,21 @@ func TestContextPrincipal(t *testing.T) {
 	} {
 		if got := contextPrincipal(json.RawMessage(in)); got != want {
 			t.Errorf("contextPrincipal(%.40q) = %.40q, want %.40q", in, got, want)
+		}
+	}
+}
+
+func TestInvocationOutcomeBounded(t *testing.T) {
+	for _, c := range []struct {
+		e    *protocol.Error
+		want string
+	}{
+		{nil, "ok"},
+		{protocol.Errorf(protocol.CodeNotFound, "x"), protocol.CodeNotFound},
+		{&protocol.Error{Code: "CANARY_/etc/passwd"}, "other"},
+	} {
+		if got := invocationOutcome(c.e); got != c.want {
+			t.Errorf("invocationOutcome(%v) = %q, want %q", c.e, got, c.want)
 		}
 	}
 }
