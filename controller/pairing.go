@@ -275,7 +275,7 @@ func (r *registry) issueChallengeLocked(p *pairingRecord, res *protocol.PairRequ
 }
 
 func storeUnavailable(err error, r *registry) *protocol.Error {
-	r.s.log.Error("durable store write failed", "err", err)
+	r.s.storeFailed(err)
 	return protocol.Errorf(protocol.CodeUnavailable, "the controller's store is unavailable").WithRetry(true, false)
 }
 
@@ -684,7 +684,7 @@ func (r *registry) expire() {
 	}
 	if err := r.st.apply(ops...); err != nil {
 		r.mu.Unlock()
-		r.s.log.Error("durable store write failed", "err", err)
+		r.s.storeFailed(err)
 		return
 	}
 	for _, p := range drop {

@@ -144,6 +144,7 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 	}
 	broker := spec.BrokerDeadline(params)
 	cl := newCall(spec.Name, spec.Pure)
+	c.noteCall(id, nodeID, cl.invokeID)
 	if !node.addPending(cl) {
 		c.respondErr(id, notDispatched())
 		return
@@ -219,6 +220,7 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 func (c *conn) respondNodeResult(id string, pure bool, payload json.RawMessage) {
 	b, err := protocol.AppendOKResponse(nil, id, payload)
 	if err == nil && len(b) <= c.s.cfg.MaxPayload {
+		c.noteAnswer(id, nil)
 		c.send(b)
 		return
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/time/rate"
 
+	"lemon/audit"
 	"lemon/protocol"
 )
 
@@ -89,8 +90,14 @@ type Config struct {
 	// auth_rate_limited before its credential is checked.
 	AuthFailureBurst      int
 	AuthFailuresPerMinute float64
-	// Logger receives content-free connection events (default: discard).
+	// Logger receives content-free connection events (default: discard;
+	// docs/OPERATIONS.md, "Logs").
 	Logger *slog.Logger
+	// Audit receives one record per operator request (nil: none). When it
+	// is fail-closed, requests are refused UNAVAILABLE audit_unavailable
+	// while it cannot write, and /readyz answers 503 (docs/OPERATIONS.md).
+	// The caller closes it after Close.
+	Audit *audit.Sink
 	// Now is the clock (default time.Now); tests move it for expiry.
 	Now func() time.Time
 }
@@ -125,6 +132,8 @@ type Server struct {
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
 	store      *store
+	metrics    *metrics
+	audit      *audit.Sink
 	guard      *connGuard
 	throttle   *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
@@ -226,7 +235,9 @@ func New(cfg Config) (*Server, error) {
 		closedCh:   make(chan struct{}),
 		throttle:   newAuthThrottle(cfg.AuthFailuresPerMinute, cfg.AuthFailureBurst, maxAuthFailureAddresses),
 		refusedLog: rate.NewLimiter(rate.Every(time.Second), 1),
+		audit:      cfg.Audit,
 	}
+	s.metrics = newMetrics(s)
 	s.modules.Store(cfg.ModuleSet)
 	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
 		if s.refusedLog.Allow() {
@@ -262,7 +273,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler serves /ws (the WebSocket endpoint) and /healthz.
+// Handler serves /ws (the WebSocket endpoint), /healthz (liveness: 200
+// "ok"), /readyz (readiness: 200 "ready", or 503 naming the failing
+// checks) and /metrics (Prometheus text format); see docs/OPERATIONS.md.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
@@ -270,6 +283,8 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")
 	})
+	mux.HandleFunc("/readyz", s.serveReadyz)
+	mux.Handle("/metrics", s.metricsHandler())
 	return mux
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"lemon/audit"
 	"lemon/hostcalls"
 	"lemon/protocol"
 )
@@ -46,25 +47,18 @@ type Gate struct {
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
 
-	calls   *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	metrics *hostMetrics
+	sink    *audit.Sink
 }
 
-func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg prometheus.Registerer) *Gate {
+func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg prometheus.Registerer, sink *audit.Sink) *Gate {
 	g := &Gate{
 		ceiling:  map[string]bool{},
 		rules:    rules,
 		logger:   logger,
 		limiters: map[string]*rate.Limiter{},
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lemon_hostcall_total",
-			Help: "Host calls by module, host call and outcome.",
-		}, []string{"module", "hostcall", "outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "lemon_hostcall_duration_seconds",
-			Help:    "Host-call latency by module and host call.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
-		}, []string{"module", "hostcall"}),
+		metrics:  newHostMetrics(reg),
+		sink:     sink,
 	}
 	for _, c := range ceiling {
 		g.ceiling[c] = true
@@ -72,7 +66,6 @@ func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg promet
 			g.ceilingAll = true
 		}
 	}
-	reg.MustRegister(g.calls, g.latency)
 	return g
 }
 
@@ -142,7 +135,8 @@ var errForbiddenCap = protocol.DomainError(protocol.CodeForbidden, protocol.Doma
 // module runs.
 func (g *Gate) admitMethod(inv *invocation, capability string) *protocol.Error {
 	if !inv.caps[capability] {
-		g.audit(inv, "", "capability_denied")
+		g.metrics.observe(inv.mod.family, "", "capability_denied", 0)
+		g.audit(inv, "", "capability_denied", 0)
 		return errForbiddenCap
 	}
 	return nil
@@ -204,25 +198,8 @@ func outcomeOf(e *protocol.Error) string {
 }
 
 func (g *Gate) record(inv *invocation, hostcall, outcome string, d time.Duration) {
-	g.calls.WithLabelValues(inv.mod.family, hostcall, outcome).Inc()
-	if d > 0 {
-		g.latency.WithLabelValues(inv.mod.family, hostcall).Observe(d.Seconds())
-	}
-	g.audit(inv, hostcall, outcome)
-}
-
-// audit emits the content-free host-I/O event: method, host call, safe
-// outcome and count 1. No path, byte, argv, secret name or value.
-func (g *Gate) audit(inv *invocation, hostcall, outcome string) {
-	if g.logger == nil {
-		return
-	}
-	g.logger.LogAttrs(context.Background(), slog.LevelInfo, "execution_node.host_io",
-		slog.String("method", inv.method),
-		slog.String("module", inv.mod.family),
-		slog.String("hostcall", hostcall),
-		slog.String("outcome", outcome),
-		slog.Int("count", 1))
+	g.metrics.observe(inv.mod.family, hostcall, outcome, d)
+	g.audit(inv, hostcall, outcome, d)
 }
 
 // contextCaps reads the capability list of an execution context, if it

@@ -32,6 +32,10 @@ type invocation struct {
 	// (the request's own InvokeOutcome when the session gave one).
 	outcome *protocol.InvokeOutcome
 
+	// principalName is the context's principal, read once (observe.go).
+	principalOnce sync.Once
+	principalName string
+
 	mu       sync.Mutex
 	blobs    map[uint32][]byte
 	secret   map[uint32]bool // secret input blobs (hostcalls.BlobKeeper)
@@ -157,6 +161,7 @@ func (h *Host) Invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 	if perr != nil && req.Outcome.Applied() {
 		perr = protocol.AfterEffect(perr)
 	}
+	h.gate.metrics.invocations.WithLabelValues(h.methodLabel(req.Method), invocationOutcome(perr)).Inc()
 	return payload, perr
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -80,6 +81,9 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+
+	// online is set while a session with the controller is up (Ready).
+	online atomic.Bool
 
 	mu      sync.Mutex
 	disp    Dispatcher
@@ -280,6 +284,7 @@ var fatalCodes = map[string]bool{
 }
 
 func (w *Worker) session(ctx context.Context) sessionResult {
+	defer w.online.Store(false)
 	disp, digest := w.current()
 	methods := map[string]int{}
 	var statuses []protocol.ModuleStatus
@@ -344,6 +349,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 	// also finds the line. Invocations that arrived before Dial returned
 	// start now.
 	w.log.Info("connected to controller", "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
+	w.online.Store(true)
 	close(s.readyCh)
 	connectedAt := time.Now()
 	if w.cfg.OnConnected != nil {

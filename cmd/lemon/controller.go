@@ -26,6 +26,7 @@ func init() {
 
 const controllerUsage = `usage: lemon controller [--listen ADDR] [--policy controller.toml] [--tls-cert FILE --tls-key FILE]
                         [--state DIR] [--session-ttl DURATION] [--module-set DIR]
+                        [--log-format text|json] [--log-level LEVEL] [--audit-file FILE [--audit-fail-closed]]
 
 Serves /ws for operators and nodes until SIGINT or SIGTERM.
 
@@ -38,6 +39,14 @@ Serves /ws for operators and nodes until SIGINT or SIGTERM.
   --module-set DIR     pinned module-set directory (default: the policy's module_set, else the set
                        built into this binary; 'lemon modules export DIR' writes that one);
                        SIGHUP re-reads it and re-pins without a restart
+  --log-format F       stderr log format: text (default) or json
+  --log-level L        debug, info (default), warn or error
+  --audit-file FILE    one JSON line per operator request (docs/OPERATIONS.md), rotated at
+                       100 MiB keeping 10 files; - writes to stdout
+  --audit-fail-closed  refuse requests (UNAVAILABLE audit_unavailable) and answer /readyz 503
+                       while the audit file cannot be written
+
+The same listener serves /healthz, /readyz and /metrics (Prometheus).
 
 The operator token comes from LEMON_CONTROL_PLANE_OPERATOR_TOKEN or the policy's [[operators]];
 without one the controller listens on loopback only.
@@ -56,7 +65,12 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else memory only)")
 	sessionTTL := fs.Duration("session-ttl", 0, "lifetime of a paired node's session, 1s to 168h (default 168h: 7 days); shorten it only to force re-pairing sooner")
 	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
+	obs := addObsFlags(fs, "controller", "info")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := obs.check(); err != nil {
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 2
 	}
 	if fs.NArg() != 0 {
@@ -102,6 +116,12 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	cfg.Version = version.Version
 	cfg.SessionTTL = *sessionTTL
+	cfg.Logger = obs.logger(stderr, obs.logLevel)
+	if cfg.Audit, err = obs.openAudit(); err != nil {
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
+		return 1
+	}
+	defer cfg.Audit.Close()
 	if cfg.ModuleSet == nil {
 		// docs/PROTOCOL.md, "Module set": nodes serve only what the controller pins. Without a
 		// module_set in the policy the controller pins the set built into

@@ -31,6 +31,8 @@ func init() {
 const nodeUsage = `usage: lemon node join --controller URL [--name NAME] [--pair [--repair --node-id ID]]
                       [--cwd DIR] [--allowed-root DIR]... [--capabilities LIST]
                       [--policy worker.toml] [--state DIR] [--allow-insecure-controller]
+                      [--log-format text|json] [--log-level LEVEL] [--audit-file FILE]
+                      [--metrics-listen ADDR]
 
 Joins a controller as a named execution node and serves its methods until
 interrupted.
@@ -56,6 +58,11 @@ first joined with, so an operator rename does not orphan it.
                              for a node that has a recovery credential
   --allow-insecure-controller  allow ws:// to a non-loopback controller
                              (or LEMON_NODE_ALLOW_INSECURE_CONTROLLER=true)
+  --log-format F             stderr log format: text (default) or json
+  --log-level L              debug, info (default), warn or error
+  --audit-file FILE          one JSON line per host call, with the invokeId and principal
+                             (docs/OPERATIONS.md); rotated at 100 MiB keeping 10; - for stdout
+  --metrics-listen ADDR      serve /metrics, /healthz and /readyz on ADDR (e.g. 127.0.0.1:9464)
 `
 
 const (
@@ -90,6 +97,7 @@ type nodeOptions struct {
 	nodeID                               string
 	token, operatorToken                 string
 	maxPayload                           int
+	obs                                  *obsFlags
 }
 
 func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
@@ -111,7 +119,12 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.token, "token", "", "node token (prefer "+envNodeToken+")")
 	fs.StringVar(&o.operatorToken, "operator-token", "", "operator token for --pair (prefer "+envNodeOperatorToken+")")
 	fs.IntVar(&o.maxPayload, "max-payload", protocol.DefaultMaxPayload, "largest frame this node accepts and sends, in bytes")
+	o.obs = addObsFlags(fs, "node", "info")
 	if err := fs.Parse(args); err != nil {
+		return nil, 2
+	}
+	if err := o.obs.check(); err != nil {
+		fmt.Fprintf(stderr, "lemon node join: %v\n", err)
 		return nil, 2
 	}
 	if fs.NArg() != 0 {
@@ -339,7 +352,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 	if err := worker.CheckControllerURL(o.controller, o.insecure); err != nil {
 		return fail(err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := o.obs.logger(stderr, o.obs.logLevel)
 	pol, cwd, roots, err := effectivePolicy(o)
 	if err != nil {
 		return fail(err)
@@ -374,8 +387,14 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 			return fail(err)
 		}
 	}
+	sink, err := o.obs.openAudit()
+	if err != nil {
+		return fail(err)
+	}
+	defer sink.Close()
+	reg := worker.NewMetricsRegistry()
 	nh, err := worker.NewNodeHost(worker.HostOptions{Policy: pol, DefaultCwd: cwd, Roots: roots,
-		StateDir: state, MaxPayload: o.maxPayload, Logger: log})
+		StateDir: state, MaxPayload: o.maxPayload, Logger: log, Registry: reg, Audit: sink})
 	if err != nil {
 		return fail(err)
 	}
@@ -388,6 +407,13 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 	})
 	if err != nil {
 		return fail(err)
+	}
+	addr, err := o.obs.serveNodeMetrics(ctx, reg, w.Ready, log)
+	if err != nil {
+		return fail(err)
+	}
+	if addr != nil {
+		fmt.Fprintf(stderr, "lemon node join: metrics on http://%s/metrics\n", addr)
 	}
 	log.Info("node starting", "name", id.name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
 	if err := w.Run(ctx); err != nil {
