@@ -129,6 +129,25 @@ func classifyX509(err error) string {
 	return ""
 }
 
+// TrustFailure reports whether err is a TLS set-up failure an operator
+// must fix (an untrusted, misnamed or expired certificate, ws:// against
+// TLS or wss:// against plain, an unusable CA file) rather than a
+// transient one. Nodes log these at warn.
+func TrustFailure(err error) bool {
+	if errors.Is(err, ErrCAFile) {
+		return true
+	}
+	var de *DialError
+	if !errors.As(err, &de) {
+		return false
+	}
+	switch de.Reason {
+	case ReasonUnknownCA, ReasonWrongHost, ReasonExpired, ReasonBadCert, ReasonWantWSS, ReasonWantWS:
+		return true
+	}
+	return false
+}
+
 // sentHTTPToHTTPS reports whether resp is net/http's answer to plain HTTP
 // on a TLS listener. gorilla/websocket keeps the first 1 KiB of the body.
 func sentHTTPToHTTPS(resp *http.Response) bool {

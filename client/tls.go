@@ -64,19 +64,6 @@ func (e *caFileError) Unwrap() []error {
 
 func caErr(reason string, err error) error { return &caFileError{reason: reason, err: err} }
 
-// TLSConfig returns a client TLS configuration trusting the system roots
-// plus caFile, or nil when caFile is empty (the system roots alone).
-func TLSConfig(caFile string) (*tls.Config, error) {
-	if caFile == "" {
-		return nil, nil
-	}
-	pool, err := LoadCAFile(caFile)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
-
 // withCA returns d, or a copy of it whose TLS configuration trusts caFile
 // (else $LEMON_CA_FILE) besides the system roots.
 func withCA(d *websocket.Dialer, caFile string) (*websocket.Dialer, error) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"lemon/client"
 	"lemon/client/fakecontrol"
 	"lemon/host/moduleset"
 	"lemon/protocol"
@@ -639,5 +640,25 @@ func TestWorkerRefusesCorruptModuleAlone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cache, hiMod.SHA256+".wasm")); err != nil {
 		t.Fatalf("good module not cached: %v", err)
+	}
+}
+
+// An unusable CA file stops the node at once (docs/DEPLOY.md, "TLS");
+// an untrusted certificate is retried and logged at warn.
+func TestWorkerCAFile(t *testing.T) {
+	t.Setenv(client.EnvCAFile, "")
+	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken})
+	defer srv.Close()
+	w, err := worker.New(worker.Config{ControllerURL: srv.URL, Token: nodeToken, Dispatcher: newFake(),
+		CAFile: filepath.Join(t.TempDir(), "missing.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(ctxT(t))
+	if !errors.Is(err, worker.ErrFatal) || !errors.Is(err, client.ErrCAFile) {
+		t.Fatalf("Run = %v, want ErrFatal wrapping ErrCAFile", err)
+	}
+	if srv.Connects() != 0 {
+		t.Fatalf("connects = %d, want 0", srv.Connects())
 	}
 }
