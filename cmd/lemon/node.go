@@ -328,6 +328,9 @@ func lookupRecord(store worker.TokenStore, o *nodeOptions) (*worker.NodeRecord, 
 }
 
 func runNodeJoin(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	if nodeUnsupported("lemon node join", stderr) {
+		return 1
+	}
 	o, code := parseNodeFlags(args, getenv, stderr)
 	if o == nil {
 		return code
