@@ -137,7 +137,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if d == nil {
 		d = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	}
-	d, err := withCA(d, opts.CAFile)
+	d, err := withCA(d, url, opts.CAFile)
 	if err != nil {
 		return nil, &DialError{URL: redactURL(url), Reason: err.Error(), Err: err}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gorilla/websocket"
 )
@@ -64,9 +65,13 @@ func (e *caFileError) Unwrap() []error {
 
 func caErr(reason string, err error) error { return &caFileError{reason: reason, err: err} }
 
-// withCA returns d, or a copy of it whose TLS configuration trusts caFile
-// (else $LEMON_CA_FILE) besides the system roots.
-func withCA(d *websocket.Dialer, caFile string) (*websocket.Dialer, error) {
+// withCA returns d, or for a wss:// URL a copy of it whose TLS
+// configuration trusts caFile (else $LEMON_CA_FILE) besides the system
+// roots. A ws:// URL never reads the file.
+func withCA(d *websocket.Dialer, rawURL, caFile string) (*websocket.Dialer, error) {
+	if !strings.HasPrefix(strings.ToLower(rawURL), "wss:") {
+		return d, nil
+	}
 	if caFile == "" {
 		caFile = os.Getenv(EnvCAFile)
 	}

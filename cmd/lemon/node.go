@@ -56,6 +56,9 @@ first joined with, so an operator rename does not orphan it.
                              for a node that has a recovery credential
   --allow-insecure-controller  allow ws:// to a non-loopback controller
                              (or LEMON_NODE_ALLOW_INSECURE_CONTROLLER=true)
+  --ca-file FILE             PEM CA certificate(s) trusted for wss:// besides the
+                             system roots, for the node and --pair (default
+                             $LEMON_CA_FILE; 'lemon tls dev' writes one)
 `
 
 const (
@@ -90,6 +93,7 @@ type nodeOptions struct {
 	nodeID                               string
 	token, operatorToken                 string
 	maxPayload                           int
+	caFile                               string // --ca-file, default $LEMON_CA_FILE
 }
 
 func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
@@ -111,6 +115,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.token, "token", "", "node token (prefer "+envNodeToken+")")
 	fs.StringVar(&o.operatorToken, "operator-token", "", "operator token for --pair (prefer "+envNodeOperatorToken+")")
 	fs.IntVar(&o.maxPayload, "max-payload", protocol.DefaultMaxPayload, "largest frame this node accepts and sends, in bytes")
+	caFileVar(fs, &o.caFile, getenv)
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
@@ -264,7 +269,7 @@ func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, l
 		cfg := worker.PairConfig{
 			ControllerURL: o.controller, AllowInsecureController: o.insecure,
 			OperatorToken: o.operatorToken, Name: o.name, Methods: methods, Store: store,
-			Repair: o.repair, NodeID: o.nodeID, Logger: log,
+			Repair: o.repair, NodeID: o.nodeID, Logger: log, CAFile: o.caFile,
 			OnCode: func(code string, exp time.Time) {
 				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it with: lemon nodes --controller %s approve %s\n",
 					code, exp.Local().Format(time.TimeOnly), o.controller, code)
@@ -388,6 +393,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		Name: id.name, NodeID: id.nodeID, Token: id.token,
 		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
 		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
+		CAFile: o.caFile,
 	})
 	if err != nil {
 		return fail(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -10,6 +11,9 @@ import (
 // (deploy/lemon-controller.service); it may list several directories
 // separated by ':' and the first is ours.
 const envStateDirectory = "STATE_DIRECTORY"
+
+// geteuid is os.Geteuid; tests change it.
+var geteuid = os.Geteuid
 
 // systemStateDir is the controller's state directory when it runs as root
 // outside systemd.

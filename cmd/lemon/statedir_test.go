@@ -1,6 +1,14 @@
 package main
 
-import "testing"
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lemon/controller"
+)
 
 func TestDefaultControllerState(t *testing.T) {
 	cases := []struct {
@@ -25,5 +33,71 @@ func TestDefaultControllerState(t *testing.T) {
 	}
 	if got, err := defaultControllerState(func(string) string { return "" }, 1000); err == nil {
 		t.Fatalf("no HOME: %q, want an error", got)
+	}
+}
+
+// The controller keeps its state on disk unless --memory is explicit
+// (docs/DEPLOY.md, "State directory"). A taken port stops it right after
+// the store opened.
+func TestControllerDurableByDefault(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	old := geteuid
+	geteuid = func() int { return 1000 }
+	defer func() { geteuid = old }()
+
+	home := t.TempDir()
+	env := func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
+	run := func(args ...string) (int, string) {
+		var out strings.Builder
+		code := runController(append([]string{"--listen", addr}, args...), env, &out)
+		return code, out.String()
+	}
+	want := filepath.Join(home, ".local", "state", "lemon")
+	code, out := run()
+	if code != 1 || !strings.Contains(out, "lemon controller: state in "+want+"\n") {
+		t.Fatalf("default: exit %d, %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(want, controller.StoreFile)); err != nil {
+		t.Fatalf("no durable store in the default directory: %v", err)
+	}
+
+	mem := t.TempDir()
+	t.Setenv("HOME", mem) // nothing may land here either
+	home = mem
+	code, out = run("--memory")
+	if code != 1 || !strings.Contains(out, "state in memory only (--memory)") {
+		t.Fatalf("--memory: exit %d, %q", code, out)
+	}
+	if entries, _ := os.ReadDir(mem); len(entries) != 0 {
+		t.Fatalf("--memory wrote %v", entries)
+	}
+
+	code, out = run("--memory", "--state", t.TempDir())
+	if code != 2 || !strings.Contains(out, "--memory and --state exclude each other") {
+		t.Fatalf("--memory --state: exit %d, %q", code, out)
+	}
+
+	// The policy's state_dir wins over the default, --memory over both.
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "controller.toml")
+	polState := filepath.Join(dir, "from-policy")
+	if err := os.WriteFile(pol, []byte("state_dir = \""+polState+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out = run("--policy", pol); code != 1 || !strings.Contains(out, "state in "+polState+"\n") {
+		t.Fatalf("policy state_dir: exit %d, %q", code, out)
+	}
+	if code, out = run("--policy", pol, "--memory"); code != 1 || !strings.Contains(out, "state in memory only") {
+		t.Fatalf("policy + --memory: exit %d, %q", code, out)
 	}
 }
