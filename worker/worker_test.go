@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 
 	"lemon/client"
 	"lemon/client/fakecontrol"
+	"lemon/client/tlsdev"
 	"lemon/host/moduleset"
 	"lemon/protocol"
 	"lemon/worker"
@@ -643,14 +645,14 @@ func TestWorkerRefusesCorruptModuleAlone(t *testing.T) {
 	}
 }
 
-// An unusable CA file stops the node at once (docs/DEPLOY.md, "TLS");
-// an untrusted certificate is retried and logged at warn.
+// An unusable CA file stops the node at once (docs/DEPLOY.md, "TLS").
 func TestWorkerCAFile(t *testing.T) {
 	t.Setenv(client.EnvCAFile, "")
 	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken})
 	defer srv.Close()
-	w, err := worker.New(worker.Config{ControllerURL: srv.URL, Token: nodeToken, Dispatcher: newFake(),
-		CAFile: filepath.Join(t.TempDir(), "missing.pem")})
+	// The CA file is read for wss:// only; nothing is dialled.
+	w, err := worker.New(worker.Config{ControllerURL: "wss" + strings.TrimPrefix(srv.URL, "ws"), Token: nodeToken,
+		Dispatcher: newFake(), CAFile: filepath.Join(t.TempDir(), "missing.pem")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,5 +662,55 @@ func TestWorkerCAFile(t *testing.T) {
 	}
 	if srv.Connects() != 0 {
 		t.Fatalf("connects = %d, want 0", srv.Connects())
+	}
+}
+
+// An untrusted controller certificate is retried and logged at warn, with
+// the message that names --ca-file.
+func TestWorkerUntrustedCertificateWarns(t *testing.T) {
+	t.Setenv(client.EnvCAFile, "")
+	ca, err := tlsdev.NewCA("test CA", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue([]string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken, TLS: &tls.Config{Certificates: []tls.Certificate{pair}}})
+	defer srv.Close()
+	var logBuf strings.Builder
+	var mu sync.Mutex
+	w, err := worker.New(worker.Config{ControllerURL: srv.URL, Token: nodeToken, Dispatcher: newFake(),
+		Backoff: worker.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		Logger:  slog.New(slog.NewTextHandler(lockedWriter{&mu, &logBuf}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	want := `level=WARN msg="controller connection lost; reconnecting" reason="` + client.ReasonUnknownCA
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := logBuf.String()
+		mu.Unlock()
+		if strings.Count(got, want) >= 2 { // retried
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("log lacks two %q:\n%s", want, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }
