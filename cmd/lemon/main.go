@@ -181,7 +181,7 @@ func newRoot(args []string, stdout, stderr io.Writer, helpErr *error) *cobra.Com
 			bad = strings.TrimPrefix(bad, "unknown shorthand flag: ")
 			return usageError{msg: fmt.Sprintf("unknown command or flag %s", bad), hint: "run 'lemon help' for the list of commands"}
 		}
-		return usageError{msg: c.CommandPath() + ": " + err.Error(), hint: "run '" + c.CommandPath() + " --help'"}
+		return usageError{msg: err.Error(), hint: "run '" + c.CommandPath() + " --help'"}
 	})
 
 	for name, cmd := range commands {
@@ -189,6 +189,22 @@ func newRoot(args []string, stdout, stderr io.Writer, helpErr *error) *cobra.Com
 	}
 	for _, build := range cobraCommands {
 		root.AddCommand(build(stdout, stderr))
+	}
+
+	// cobra's completion command (bash, zsh, fish, powershell), added now
+	// so that a shell it does not know is a usage error, not its help.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Short = "print a shell completion script: bash, zsh, fish or powershell"
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, a []string) error {
+				if len(a) == 0 {
+					return c.Help()
+				}
+				return usageError{msg: fmt.Sprintf("no completion for %q: bash, zsh, fish or powershell", a[0]), hint: "run 'lemon completion --help'"}
+			}
+		}
 	}
 
 	defaultHelp := root.HelpFunc()
@@ -223,13 +239,13 @@ func newRoot(args []string, stdout, stderr io.Writer, helpErr *error) *cobra.Com
 				usage(stdout, root)
 				return nil
 			}
-			if _, ok := commands[a[0]]; ok {
-				fmt.Fprint(stdout, usageOf(a[0], a[1:]))
-				return nil
-			}
 			c, rest, err := root.Find(a)
 			if err != nil || c == root || len(rest) > 0 {
 				return usageError{msg: fmt.Sprintf("unknown command %q", strings.Join(a, " ")), hint: "run 'lemon help' for the list of commands"}
+			}
+			if _, ok := commands[a[0]]; ok {
+				fmt.Fprint(stdout, usageOf(a[0], a[1:]))
+				return nil
 			}
 			return c.Help()
 		},
@@ -347,17 +363,21 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return int(ec)
 	}
+	who := "lemon"
+	if c != nil && c != root {
+		who = c.CommandPath()
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "lemon: %s; %s\n", ue.msg, ue.hint)
+		fmt.Fprintf(stderr, "%s: %s; %s\n", who, ue.msg, ue.hint)
 		return 2
 	}
 	// Any other error from cobra is about the command line: an unknown
 	// command, or arguments a cobra command does not take.
 	hint := "run 'lemon help' for the list of commands"
-	if c != nil && c != root {
-		hint = "run '" + c.CommandPath() + " --help'"
+	if who != "lemon" {
+		hint = "run '" + who + " --help'"
 	}
-	fmt.Fprintf(stderr, "lemon: %s; %s\n", firstLineOf(err.Error()), hint)
+	fmt.Fprintf(stderr, "%s: %s; %s\n", who, firstLineOf(err.Error()), hint)
 	return 2
 }

@@ -1,7 +1,7 @@
 // Package e2e holds end-to-end tests and benchmarks of the real lemon
 // binary: TestMain builds lemon/cmd/lemon once into a temporary directory,
 // and every test starts `lemon dev`, `lemon controller`, `lemon node join`,
-// `lemon call`, `lemon fs` and `lemon vault` as subprocesses, with HOME set
+// `lemon call`, `lemon run`, `lemon fs` and `lemon vault` as subprocesses, with HOME set
 // to a temporary directory and every socket on 127.0.0.1.
 //
 // What the tests prove (the "Must show" lists of issues 2–5):
@@ -32,6 +32,13 @@
 //     cache): plugin new, build, conformance, plugin run, modules export,
 //     plugin build --set, lemon dev --module-set serving the new method
 //     (issue 10).
+//   - TestCLIAgainstDev: `lemon run` by node name sends stdin, prints the
+//     output decoded and exits with the remote code (128+N for a signal),
+//     and `--get` prints that receipt again; `lemon call` resolves a node
+//     name in params.nodeId; `lemon nodes --json` is flat; `lemon fs rm`
+//     with stdin from /dev/null refuses (exit 1) without --yes; SIGINT
+//     makes `lemon call` and `lemon run` exit 130 and the node stops the
+//     run (issue 13).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:
