@@ -96,6 +96,11 @@ func TestTLSDevCAEndToEnd(t *testing.T) {
 		t.Fatalf("call with %s: exit %d\n%s%s", client.EnvCAFile, r.code, r.stdout, r.stderr)
 	}
 
+	if r := run(t, opHome, opEnv, nil, "run", "--controller", url, "--ca-file", caFile, "-n", "tls-node", "--", "echo", "over-wss"); r.code != 0 ||
+		r.stdout != "over-wss\n" {
+		t.Fatalf("run --ca-file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	// Without the CA: the trust message, naming --ca-file; never the token.
 	r = run(t, opHome, opEnv, nil, "call", "--controller", url, "node.list", "{}")
 	if r.code != 1 || !strings.Contains(r.stderr, "TLS certificate signed by an unknown authority") ||
