@@ -16,7 +16,7 @@ import (
 //	listen = "127.0.0.1:7777"
 //	max_payload = 1048576          # bytes of one frame
 //	module_set = "/srv/lemon/modules"
-//	state_dir = "/var/lib/lemon"   # durable node registry and pairings (default: docs/DEPLOY.md)
+//	state_dir = "/var/lib/lemon"   # durable node registry and pairings
 //
 //	[tls]
 //	cert_file = "/etc/lemon/cert.pem"
