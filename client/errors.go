@@ -70,7 +70,7 @@ func classify(rawURL string, resp *http.Response, err error) string {
 	)
 	switch {
 	case errors.Is(err, websocket.ErrBadHandshake) && resp != nil:
-		if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(rawURL, "ws:") && sentHTTPToHTTPS(resp) {
+		if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(strings.ToLower(rawURL), "ws:") && sentHTTPToHTTPS(resp) {
 			return ReasonWantWSS
 		}
 		return "upgrade refused with HTTP status " + strconv.Itoa(resp.StatusCode)
