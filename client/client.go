@@ -67,6 +67,10 @@ type Options struct {
 	ReadLimit int64
 	// Dialer defaults to a websocket.Dialer with a 10 s handshake timeout.
 	Dialer *websocket.Dialer
+	// CAFile is a PEM bundle trusted for wss:// besides the system roots.
+	// Empty means $LEMON_CA_FILE (EnvCAFile); when both are empty only the
+	// system roots are trusted. It replaces the Dialer's RootCAs.
+	CAFile string
 	// Header is sent with the upgrade request.
 	Header http.Header
 	// HandshakeTimeout bounds dial plus connect/hello-ok (default 15 s).
@@ -133,15 +137,23 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if d == nil {
 		d = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	}
+	d, err := withCA(d, url, opts.CAFile)
+	if err != nil {
+		return nil, &DialError{URL: redactURL(url), Reason: err.Error(), Err: err}
+	}
 	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
 	defer cancel()
 
 	ws, resp, err := d.DialContext(hctx, url, opts.Header)
+	var dialErr *DialError
+	if err != nil {
+		dialErr = newDialError(url, resp, err)
+	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
-		return nil, newDialError(url, resp, err)
+		return nil, dialErr
 	}
 	// Make the handshake honour ctx and the handshake timeout.
 	stop := context.AfterFunc(hctx, func() { ws.SetReadDeadline(time.Unix(1, 0)) })

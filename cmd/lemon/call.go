@@ -44,6 +44,8 @@ reads it from stdin).
 The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. The controller defaults to
 $LEMON_CONTROLLER, else ws://127.0.0.1:7777/ws.
+--ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
+(lemon tls dev writes one).
 
 example:
   lemon call node.host.info '{"nodeId":"..."}'
@@ -54,9 +56,10 @@ type operatorSession struct {
 	url    string
 	token  string
 	scopes []string
+	caFile string // PEM CA bundle trusted for wss:// besides the system roots
 }
 
-// operatorFlags adds --controller and --scopes to fs and returns a function
+// operatorFlags adds --controller, --scopes and --ca-file to fs and returns a function
 // that resolves them with the environment after parsing.
 func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operatorSession, error) {
 	def := getenv(envController)
@@ -65,8 +68,10 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	}
 	url := fs.String("controller", def, "controller /ws URL (default $"+envController+" or "+defaultControllerURL+")")
 	scopes := fs.String("scopes", "", "comma-separated operator scopes to request (default: all the token grants)")
+	var caFile string
+	caFileVar(fs, &caFile, getenv)
 	return func() (operatorSession, error) {
-		s := operatorSession{url: *url, token: getenv(envOperatorToken)}
+		s := operatorSession{url: *url, token: getenv(envOperatorToken), caFile: caFile}
 		if s.token == "" {
 			s.token = getenv(envControlPlaneToken)
 		}
@@ -84,11 +89,19 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	}
 }
 
+// caFileVar adds --ca-file (default $LEMON_CA_FILE) to fs, stored in p: a
+// PEM bundle trusted for wss:// besides the system roots (docs/DEPLOY.md,
+// "TLS").
+func caFileVar(fs *flag.FlagSet, p *string, getenv func(string) string) {
+	fs.StringVar(p, "ca-file", getenv(client.EnvCAFile),
+		"PEM CA certificate(s) to trust for wss:// besides the system roots (default $"+client.EnvCAFile+"; 'lemon tls dev' writes one)")
+}
+
 // dial connects an operator session. A failure is returned as a protocol
 // error object (the controller's, or UNAVAILABLE with a safe reason).
 func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Conn, *protocol.Error) {
 	conn, err := client.Dial(ctx, s.url, client.Options{Token: s.token, Scopes: s.scopes,
-		ClientID: clientID, ClientVersion: version.Version})
+		ClientID: clientID, ClientVersion: version.Version, CAFile: s.caFile})
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {

@@ -66,6 +66,9 @@ func randomToken(prefix string) string {
 }
 
 func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if nodeUnsupported("lemon dev", stderr) {
+		return 1
+	}
 	fs := flag.NewFlagSet("lemon dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, devUsage) }

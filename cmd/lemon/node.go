@@ -63,6 +63,9 @@ first joined with, so an operator rename does not orphan it.
   --audit-file FILE          one JSON line per host call, with the invokeId and principal
                              (docs/OPERATIONS.md); rotated at 100 MiB keeping 10; - for stdout
   --metrics-listen ADDR      serve /metrics, /healthz and /readyz on ADDR (e.g. 127.0.0.1:9464)
+  --ca-file FILE             PEM CA certificate(s) trusted for wss:// besides the
+                             system roots, for the node and --pair (default
+                             $LEMON_CA_FILE; 'lemon tls dev' writes one)
 `
 
 const (
@@ -98,6 +101,7 @@ type nodeOptions struct {
 	token, operatorToken                 string
 	maxPayload                           int
 	obs                                  *obsFlags
+	caFile                               string // --ca-file, default $LEMON_CA_FILE
 }
 
 func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
@@ -120,6 +124,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.operatorToken, "operator-token", "", "operator token for --pair (prefer "+envNodeOperatorToken+")")
 	fs.IntVar(&o.maxPayload, "max-payload", protocol.DefaultMaxPayload, "largest frame this node accepts and sends, in bytes")
 	o.obs = addObsFlags(fs, "node", "info")
+	caFileVar(fs, &o.caFile, getenv)
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
@@ -277,7 +282,7 @@ func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, l
 		cfg := worker.PairConfig{
 			ControllerURL: o.controller, AllowInsecureController: o.insecure,
 			OperatorToken: o.operatorToken, Name: o.name, Methods: methods, Store: store,
-			Repair: o.repair, NodeID: o.nodeID, Logger: log,
+			Repair: o.repair, NodeID: o.nodeID, Logger: log, CAFile: o.caFile,
 			OnCode: func(code string, exp time.Time) {
 				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it with: lemon nodes --controller %s approve %s\n",
 					code, exp.Local().Format(time.TimeOnly), o.controller, code)
@@ -341,6 +346,9 @@ func lookupRecord(store worker.TokenStore, o *nodeOptions) (*worker.NodeRecord, 
 }
 
 func runNodeJoin(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	if nodeUnsupported("lemon node join", stderr) {
+		return 1
+	}
 	o, code := parseNodeFlags(args, getenv, stderr)
 	if o == nil {
 		return code
@@ -404,6 +412,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		Name: id.name, NodeID: id.nodeID, Token: id.token,
 		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
 		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
+		CAFile: o.caFile,
 	})
 	if err != nil {
 		return fail(err)
