@@ -238,7 +238,7 @@ func TestCanaryEndToEnd(t *testing.T) {
 		}
 		for k := range ev {
 			switch k {
-			case "time", "level", "msg", "method", "module", "hostcall", "outcome", "count":
+			case "time", "level", "msg", "method", "module", "hostcall", "outcome", "count", "invokeId":
 			default:
 				t.Errorf("audit event has field %q", k)
 			}
