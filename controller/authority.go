@@ -225,6 +225,12 @@ func (c *conn) authorizeController(id, method string, ec json.RawMessage) bool {
 	return true
 }
 
+// mayDecide reports whether this operator's policy lets it call the
+// controller mutation method (no caller narrowing applies).
+func (c *conn) mayDecide(method string) bool {
+	return authority.Decide(c.op.policy.Policy, authority.Method{Name: method, Class: authority.ClassMutation}).Verdict != authority.Deny
+}
+
 // sha256Hex is the lowercase hex SHA-256 of b.
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)

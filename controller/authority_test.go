@@ -378,3 +378,18 @@ func TestApprovalBounds(t *testing.T) {
 		t.Fatalf("after freeing: %s", f.raw)
 	}
 }
+
+// An admin whose policy may not decide pairings cannot pair a node of its
+// own in one step: its request waits for an approver.
+func TestAuthorityReadOnlyAdminPairsInTwoSteps(t *testing.T) {
+	s := startServer(t, authorityConfig(t))
+	for tok, want := range map[string]string{adminToken: protocol.PairStatusApproved, roToken: protocol.PairStatusPending} {
+		p := connectOperator(t, s.url, tok)
+		f := p.call(protocol.MethodPairRequest, protocol.PairRequestParams{Name: "n-" + tok[:2], NodeType: "execution",
+			Methods: map[string]int{mEcho: 1}})
+		var res protocol.PairRequestResult
+		if !f.OK || json.Unmarshal(f.Payload, &res) != nil || res.Status != want {
+			t.Fatalf("%s: %s, want status %s", tok[:2], f.raw, want)
+		}
+	}
+}

@@ -262,6 +262,9 @@ func (c *Controller) Validate() error {
 				}
 				return fmt.Errorf("%s (%s).policy: %v", key, o.Name, err)
 			}
+			if err := checkApprovalSelectors(op); err != nil {
+				return fmt.Errorf("%s (%s).policy.%v", key, o.Name, err)
+			}
 			o.parsed = &op
 		}
 	}
@@ -441,4 +444,33 @@ func quoteList(xs []string) string {
 		q[i] = fmt.Sprintf("%q", x)
 	}
 	return strings.Join(q, ", ")
+}
+
+// controllerOnly are the controller's own methods and namespaces: the
+// controller never holds them for approval (docs/POLICY.md, "Controller
+// methods"), so an approval selector that can name only them is an error.
+var controllerOnly = []string{protocol.MethodNodeRename, protocol.MethodNodeList, protocol.MethodNodeDescribe,
+	protocol.MethodNodeInvoke, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
+	"node.pair.*", "approval.*", "connect.*"}
+
+func checkApprovalSelectors(op authority.OperatorPolicy) error {
+	check := func(key, sel string) error {
+		for _, c := range controllerOnly {
+			if sel == c || (strings.HasSuffix(c, ".*") && strings.HasPrefix(sel, strings.TrimSuffix(c, "*"))) {
+				return fmt.Errorf("%s: %s names only controller methods, which are never held for approval (deny them instead)", key, sel)
+			}
+		}
+		return nil
+	}
+	for _, sel := range op.Policy.RequireApproval {
+		if err := check("require_approval", sel); err != nil {
+			return err
+		}
+	}
+	for _, sel := range op.Policy.ApproveOnce {
+		if err := check("approvals."+sel, sel); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -199,6 +199,8 @@ root = "/srv/ci"
 		"[operators.policy.workspace]\nroot = \"/a\"\nmode = \"rw\"":  "operators[0] (ci).policy.workspace.mode",
 		"[operators.policy.workspace]\nmode = \"read_only\"":          "operators[0] (ci).policy.workspace.root: required",
 		"[operators.policy.approvals]\n\"node.fs.write\" = \"twice\"": "operators[0] (ci).policy.approvals.node.fs.write: unsupported approval mode",
+		"[operators.policy]\nrequire_approval = [\"node.rename\"]":    "operators[0] (ci).policy.require_approval: node.rename names only controller methods",
+		"[operators.policy.approvals]\n\"node.pair.*\" = \"once\"":    "operators[0] (ci).policy.approvals.node.pair.*: node.pair.* names only controller methods",
 		"[operators.policy]\nmax_timeout_ms = -1":                     "operators[0] (ci).policy.max_timeout_ms: must be an integer",
 		"[operators.policy]\ndeny = [\"node.fs.read\"]\nDeny = []":    "operators[0] (ci).policy.Deny: conflicts with key deny",
 	} {
