@@ -21,10 +21,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"lemon/protocol"
+	"lemon/version"
 )
-
-// Version is the client version sent in connect.client.version.
-const Version = "0.1.0"
 
 // EnvelopeSlack is added to the peer's maxPayload for this side's read
 // limit, in bytes: the peer's limit bounds a payload, and the frame around
@@ -55,7 +53,7 @@ type Options struct {
 	// Scopes requested by an operator; empty asks for the token's scopes.
 	Scopes []string
 	// ClientID and ClientVersion identify the program (defaults
-	// "lemon-client" and Version).
+	// "lemon-client" and version.Version, the build's CalVer).
 	ClientID      string
 	ClientVersion string
 	// Node is the advertisement of a node connection (role node only).
@@ -123,7 +121,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		opts.ClientID = "lemon-client"
 	}
 	if opts.ClientVersion == "" {
-		opts.ClientVersion = Version
+		opts.ClientVersion = version.Version
 	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 15 * time.Second

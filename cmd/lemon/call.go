@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -20,9 +19,9 @@ import (
 
 func init() {
 	register("call", "call one controller method and print the payload as JSON", func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		return interruptible(func(ctx context.Context) int {
+			return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		})
 	})
 	setUsage("call", callUsage)
 }
@@ -158,6 +157,10 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 		return 1
 	}
 	defer conn.Close()
+	if params, perr = resolveParamsNode(ctx, conn, params); perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
 	payload, perr := conn.Call(ctx, method, params)
 	if perr != nil {
 		printErrorObject(stderr, perr)
@@ -180,4 +183,28 @@ func printErrorObject(w io.Writer, perr *protocol.Error) {
 		b = []byte(`{"code":"INTERNAL_ERROR","message":"error not encodable"}`)
 	}
 	w.Write(append(b, '\n'))
+}
+
+// resolveParamsNode replaces a node name in params.nodeId by that node's
+// nodeId (client.Conn.ResolveNode), as every command taking a node does;
+// params without a string nodeId are returned unchanged.
+func resolveParamsNode(ctx context.Context, conn *client.Conn, params json.RawMessage) (json.RawMessage, *protocol.Error) {
+	var obj map[string]json.RawMessage
+	if params == nil || json.Unmarshal(params, &obj) != nil {
+		return params, nil
+	}
+	var name string
+	if raw, ok := obj["nodeId"]; !ok || json.Unmarshal(raw, &name) != nil {
+		return params, nil
+	}
+	id, perr := conn.ResolveNode(ctx, name)
+	if perr != nil || id == name {
+		return params, perr
+	}
+	obj["nodeId"], _ = json.Marshal(id)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return params, nil
+	}
+	return b, nil
 }
