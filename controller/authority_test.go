@@ -393,3 +393,26 @@ func TestAuthorityReadOnlyAdminPairsInTwoSteps(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAuthorize is the controller's per-request authority work for a
+// node.process.run: build the context, check it, encode it.
+func BenchmarkAuthorize(b *testing.B) {
+	op := opPolicy(b, map[string]any{"profile": "minimal_core", "allowed_commands": []any{"make", "git"},
+		"max_timeout_ms": int64(60000), "approvals": map[string]any{"node.fs.write": "once"}})
+	c := &conn{op: &operatorEntry{name: "ci", policy: *op}}
+	spec := routeSpec{MethodSpec: protocol.MethodSpec{Name: protocol.MethodProcessRun}, Capability: "exec"}
+	params := mustJSON(b, runParams("node-1", "p1", "make", "-j4"))
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, e := c.requestContext("0123456789abcdef0123456789abcdef", methodOf(spec), nil)
+		if e == nil {
+			e = checkCall(ctx, methodOf(spec), params)
+		}
+		if e != nil {
+			b.Fatal(e)
+		}
+		if _, err := json.Marshal(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
