@@ -110,7 +110,8 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	url := fs.String("controller", def, "controller /ws URL (default $"+envController+" or "+defaultControllerURL+")")
 	scopes := fs.String("scopes", "", "comma-separated operator scopes to request (default: all the token grants)")
 	return func() (operatorSession, error) {
-		s := operatorSession{url: *url, token: getenv(envOperatorToken)}
+		// Every operator command says which approval a held request waits on.
+		s := operatorSession{url: *url, token: getenv(envOperatorToken), onEvent: approvalNotice(fs.Output(), fs.Name())}
 		if s.token == "" {
 			s.token = getenv(envControlPlaneToken)
 		}
@@ -204,7 +205,6 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		sess.execCtx = raw
 	}
-	sess.onEvent = approvalNotice(stderr, "lemon call")
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
