@@ -65,11 +65,19 @@ type authenticator struct {
 func newAuthenticator(ops []OperatorCredential, nodes []NodeCredential, lim func() *rate.Limiter) (*authenticator, error) {
 	a := &authenticator{}
 	seen := map[[32]byte]bool{}
+	principals := map[string]bool{}
 	for _, o := range ops {
 		if seen[o.TokenHash] {
 			return nil, fmt.Errorf("controller: operator credential %q repeats another token", o.Name)
 		}
 		seen[o.TokenHash] = true
+		// The name is the principal of the entry's requests (approvals,
+		// run ownership): two entries may not share one.
+		if principals[o.Name] {
+			return nil, fmt.Errorf("controller: operator credential name %q repeats another (the %s environment token is named %q)",
+				o.Name, EnvOperatorToken, "env")
+		}
+		principals[o.Name] = true
 		for _, sc := range o.Scopes {
 			if !isOperatorScope(sc) {
 				return nil, fmt.Errorf("controller: operator credential %q: unknown scope", o.Name)

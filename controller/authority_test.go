@@ -416,3 +416,12 @@ func BenchmarkAuthorize(b *testing.B) {
 		}
 	}
 }
+
+func TestOperatorNamesAreUniquePrincipals(t *testing.T) {
+	cfg := testConfig()
+	cfg.Operators = append(cfg.Operators, OperatorCredential{Name: "admin", TokenHash: HashToken("another-token-0123456789"),
+		Scopes: []string{protocol.ScopeRead}})
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), `name "admin" repeats another`) {
+		t.Fatalf("New = %v", err)
+	}
+}
