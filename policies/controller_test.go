@@ -173,8 +173,17 @@ root = "/srv/ci"
 		strings.Join(op.Policy.AllowedCommands, ",") != "make" || op.Policy.Profile != "minimal_core" {
 		t.Fatalf("operator policy %+v", op)
 	}
-	if !strings.Contains(c.String(), "[operators.policy]\n") || !strings.Contains(c.String(), `"allowed_commands":["make"]`) {
+	if !strings.Contains(c.String(), "[operators.policy]\n") || !strings.Contains(c.String(), `allowed_commands = ["make"]`) {
 		t.Fatalf("String lacks the policy:\n%s", c.String())
+	}
+	// The effective policy printed is a policy that parses to the same.
+	again, err := ParseController([]byte(strings.ReplaceAll(c.String(), `token_sha256 = "9f86d081…" # shortened`, `token_sha256 = "`+goodHash+`"`)))
+	if err != nil {
+		t.Fatalf("String does not parse: %v\n%s", err, c.String())
+	}
+	if got := again.Operators[0].OperatorPolicy(); !got.Policy.Equal(op.Policy) || got.Workspace == nil ||
+		*got.Workspace != *op.Workspace || strings.Join(got.Capabilities, ",") != "exec,read" {
+		t.Fatalf("reparsed %+v", got)
 	}
 	// Absent is full access, and is printed as such.
 	c, err = ParseController([]byte(head))

@@ -114,23 +114,57 @@ func (o OperatorPolicy) CallCapabilities(m Method) []string {
 	return out
 }
 
-// String renders the policy as the TOML table it was parsed from (keys in
-// canonical form), for `lemon policy check`.
+// String renders the policy as the body of its TOML table, every key in
+// canonical form (a profile's rules folded in), for `lemon policy check`.
 func (o OperatorPolicy) String() string {
 	var b strings.Builder
-	pj, _ := o.Policy.MarshalJSON()
-	fmt.Fprintf(&b, "# tool policy (JSON form): %s\n", pj)
+	p := o.Policy
+	if p.Profile != "" {
+		fmt.Fprintf(&b, "# profile %s, its rules folded into the keys below\n", p.Profile)
+	}
+	list := func(k string, xs []string, keepEmpty bool) {
+		if xs == nil || (len(xs) == 0 && !keepEmpty) {
+			return
+		}
+		fmt.Fprintf(&b, "%s = [%s]\n", k, quoted(xs))
+	}
+	if p.Allow == nil {
+		b.WriteString("allow = \"all\"\n")
+	}
+	list("allow", p.Allow, true)
+	list("deny", p.Deny, false)
+	list("blocked_tools", p.BlockedTools, false)
+	list("require_approval", p.RequireApproval, false)
+	if len(p.ApproveOnce) > 0 {
+		q := make([]string, len(p.ApproveOnce))
+		for i, s := range p.ApproveOnce {
+			q[i] = fmt.Sprintf("%q = \"once\"", s)
+		}
+		fmt.Fprintf(&b, "approvals = { %s }\n", strings.Join(q, ", "))
+	}
+	fmt.Fprintf(&b, "no_reply = %t\n", p.NoReply)
+	if p.AllowedCommands == nil {
+		b.WriteString("allowed_commands = \"all\"\n")
+	}
+	list("allowed_commands", p.AllowedCommands, true)
+	list("blocked_commands", p.BlockedCommands, false)
+	fmt.Fprintf(&b, "max_file_bytes = %d\nmax_timeout_ms = %d\nmax_output_bytes = %d\nsandbox = %t\n",
+		p.Limits.MaxFileBytes, p.Limits.MaxTimeoutMs, p.Limits.MaxOutputBytes, p.Sandbox)
 	if o.Capabilities == nil {
 		b.WriteString("capabilities = \"all\"\n")
 	} else {
-		q := make([]string, len(o.Capabilities))
-		for i, c := range o.Capabilities {
-			q[i] = fmt.Sprintf("%q", c)
-		}
-		fmt.Fprintf(&b, "capabilities = [%s]\n", strings.Join(q, ", "))
+		fmt.Fprintf(&b, "capabilities = [%s]\n", quoted(o.Capabilities))
 	}
 	if o.Workspace != nil {
 		fmt.Fprintf(&b, "workspace = { root = %q, mode = %q }\n", o.Workspace.Root, o.Workspace.Mode)
 	}
 	return b.String()
+}
+
+func quoted(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
 }
