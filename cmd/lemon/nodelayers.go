@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"lemon/host/moduleset/defaultset"
 	"lemon/hostcalls"
 	"lemon/policies"
 )
@@ -197,4 +199,32 @@ func dedupe(items []string) []string {
 		}
 	}
 	return out
+}
+
+// checkWorkerLayers is `lemon policy check --worker FILE` with a node's
+// layers (docs/POLICY.md, "Node layers"): it prints the effective policy
+// of FILE ∩ the flags in o ∩ LEMON_NODE_CAPABILITIES and returns 0, or
+// prints why a layer is refused (a widening one is named with the file
+// key) and returns 1. Without any layer it checks the file alone.
+func checkWorkerLayers(file string, o *nodeOptions, getenv func(string) string, stdout, stderr io.Writer) int {
+	w, err := policies.LoadWorker(file)
+	if err == nil {
+		err = checkRateTargets(w)
+	}
+	if err == nil && (o.capabilities != "" || len(o.roots) > 0 || o.cwd != "" || getenv(envNodeCapabilities) != "") {
+		lo := *o
+		lo.policy = file
+		w, _, _, err = nodeLayers(&lo, getenv, false)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "worker policy:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, w.String())
+	if m, _, err := defaultset.Load(); err == nil {
+		for _, warn := range ceilingWarnings(w, m) {
+			fmt.Fprintln(stderr, "warning:", warn)
+		}
+	}
+	return 0
 }
