@@ -191,7 +191,11 @@ func Err(e *protocol.Error, when string) ErrorSpec {
 // them once for all calls.
 var GateErrors = []ErrorSpec{
 	{Code: protocol.CodeForbidden, Domain: protocol.DomainCapabilityDenied,
-		When: "the call's capability is not in the module's effective capabilities (manifest ∩ node ceiling ∩ executionContext)"},
+		When: "the call's capability is not in the effective capabilities (manifest ∩ node ceiling ∩ executionContext ∩ the served method's capability and uses)"},
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainWorkspaceReadOnly,
+		When: "an effect (mutation) call under an execution context whose workspace is read_only"},
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainReadMethodEffect,
+		When: "an effect (mutation) call made while serving a read-class method"},
 	{Code: protocol.CodeRateLimited, Domain: protocol.DomainRateLimited,
 		When: "a worker-policy rate rule for the module and call is exhausted (retrySafe:true before the request's first effect; after it, mutationMayHaveApplied:true)"},
 	{Code: protocol.CodeTimeout, When: "the request deadline passed before the call"},
@@ -350,6 +354,9 @@ type Authority struct {
 	// MaxTimeoutMs bounds a process run's timeoutMs; 0 means no bound
 	// beyond the node's.
 	MaxTimeoutMs int64
+	// MaxOutputBytes bounds a process run's maxOutputBytes; 0 means no
+	// bound beyond the node's.
+	MaxOutputBytes int64
 	// Commands is the context's command allow list when Restricted: only
 	// these commands may run (intersected with the node's policy); a bare
 	// name allows only that bare argv[0]. Blocked adds blocked commands.

@@ -68,6 +68,11 @@ func errCommandNotAllowed() *protocol.Error {
 var errTimeoutLimit = protocol.DomainError(protocol.CodeForbidden, protocol.DomainLimitExceeded,
 	"timeoutMs exceeds the execution context's max_timeout_ms").WithRetry(false, false)
 
+// errOutputLimit refuses a run whose maxOutputBytes exceeds the
+// execution context's max_output_bytes.
+var errOutputLimit = protocol.DomainError(protocol.CodeForbidden, protocol.DomainLimitExceeded,
+	"maxOutputBytes exceeds the execution context's max_output_bytes").WithRetry(false, false)
+
 // errNoSandbox refuses a sandboxed run on a node that cannot give it a
 // cgroup of its own.
 var errNoSandbox = protocol.DomainError(protocol.CodeForbidden, protocol.DomainSandboxUnavailable,

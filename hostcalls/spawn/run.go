@@ -176,6 +176,9 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 	if limit := req.Auth.MaxTimeoutMs; limit > 0 && req.TimeoutMs > limit {
 		return nil, nil, errTimeoutLimit
 	}
+	if limit := req.Auth.MaxOutputBytes; limit > 0 && req.MaxOutputBytes > limit {
+		return nil, nil, errOutputLimit
+	}
 	intent := s.bind(req)
 	s.lockID(req.ProcessID)
 	defer s.unlockID(req.ProcessID)

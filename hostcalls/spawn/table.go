@@ -49,6 +49,7 @@ var (
 		hostcalls.ErrorSpec{Code: protocol.CodeInvalidParams, When: "cwd, argv, timeoutMs or maxOutputBytes break the node.process.run limits"},
 		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed, ""), "the worker policy or the execution context does not allow argv"),
 		hostcalls.Err(errTimeoutLimit, "timeoutMs exceeds the execution context's max_timeout_ms"),
+		hostcalls.Err(errOutputLimit, "maxOutputBytes exceeds the execution context's max_output_bytes"),
 		hostcalls.Err(errNoSandbox, "the execution context asks for a sandbox and the node has no cgroup for the run"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed, ""), "cwd is outside the allowed roots, or outside the execution context's workspace"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict, ""), "processId was used with other params, or by another principal"),
