@@ -21,10 +21,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"lemon/protocol"
+	"lemon/version"
 )
-
-// Version is the client version sent in connect.client.version.
-const Version = "0.1.0"
 
 // EnvelopeSlack is added to the peer's maxPayload for this side's read
 // limit, in bytes: the peer's limit bounds a payload, and the frame around
@@ -55,7 +53,7 @@ type Options struct {
 	// Scopes requested by an operator; empty asks for the token's scopes.
 	Scopes []string
 	// ClientID and ClientVersion identify the program (defaults
-	// "lemon-client" and Version).
+	// "lemon-client" and version.Version, the build's CalVer).
 	ClientID      string
 	ClientVersion string
 	// Node is the advertisement of a node connection (role node only).
@@ -63,6 +61,11 @@ type Options struct {
 	// OnEvent receives every event frame, in order, on the reader
 	// goroutine. It must return quickly (start a goroutine for real work).
 	OnEvent func(protocol.Event)
+	// ExecutionContext, when set (a JSON object), is sent as the
+	// executionContext member of every request: it narrows the context the
+	// controller builds for each (docs/POLICY.md, "Narrowing a request's
+	// context").
+	ExecutionContext json.RawMessage
 	// ReadLimit is the largest frame accepted from the controller, in
 	// bytes. 0 means the controller's maxPayload plus EnvelopeSlack, at
 	// most MaxReadLimit.
@@ -123,7 +126,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		opts.ClientID = "lemon-client"
 	}
 	if opts.ClientVersion == "" {
-		opts.ClientVersion = Version
+		opts.ClientVersion = version.Version
 	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 15 * time.Second
@@ -349,6 +352,10 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 	id := "r" + strconv.FormatUint(c.nextID.Add(1), 10)
 	frame, err := requestFrame(id, method, raw, marshalled)
+	if err == nil && len(c.opts.ExecutionContext) > 0 {
+		frame, err = json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: id, Method: method, Params: raw,
+			ExecutionContext: c.opts.ExecutionContext})
+	}
 	if err != nil {
 		return nil, protocol.InvalidParams("", "params are not valid JSON")
 	}

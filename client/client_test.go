@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"lemon/client"
 	"lemon/client/fakecontrol"
 	"lemon/protocol"
+	"lemon/version"
 )
 
 const opToken = "op-secret-token-1234"
@@ -246,5 +248,57 @@ func TestCloseReasonSurfaced(t *testing.T) {
 	_, perr = c2.Call(context.Background(), "ctl", nil)
 	if perr == nil || !strings.HasSuffix(perr.Message, "1008 bad?[2Jreason)") {
 		t.Fatalf("control characters: %+v", perr)
+	}
+}
+
+// ResolveNode: an exact nodeId wins over a name; a unique name gives its
+// nodeId; an unknown word passes through; two nodes of one name are
+// INVALID_PARAMS node_name_ambiguous; a refused node.list passes through.
+func TestResolveNode(t *testing.T) {
+	nodes := []protocol.NodeSummary{
+		{NodeID: "node-a", Name: "alpha"}, {NodeID: "node-b", Name: "node-a"},
+		{NodeID: "node-c", Name: "twin"}, {NodeID: "node-d", Name: "twin"},
+	}
+	var refuse atomic.Bool
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: opToken, Handle: func(_ *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
+		if req.Method != protocol.MethodNodeList {
+			return nil, protocol.Errorf(protocol.CodeMethodNotFound, "unknown method")
+		}
+		if refuse.Load() {
+			return nil, protocol.Errorf(protocol.CodeForbidden, "scope")
+		}
+		return protocol.NodeListResult{Nodes: nodes}, nil
+	}})
+	defer srv.Close()
+	c := dial(t, srv)
+	ctx := context.Background()
+	for in, want := range map[string]string{"node-a": "node-a", "alpha": "node-a", "node-b": "node-b", "nobody": "nobody"} {
+		if got, perr := c.ResolveNode(ctx, in); perr != nil || got != want {
+			t.Errorf("ResolveNode(%q) = %q, %v; want %q", in, got, perr, want)
+		}
+	}
+	_, perr := c.ResolveNode(ctx, "twin")
+	if perr == nil || perr.Code != protocol.CodeInvalidParams || perr.DomainCode() != client.DomainNodeNameAmbiguous ||
+		perr.Details.Field != "nodeId" || strings.Contains(perr.Message, "twin") || strings.Contains(perr.Message, "node-c") {
+		t.Errorf("ambiguous name: %+v", perr)
+	}
+	refuse.Store(true)
+	if got, perr := c.ResolveNode(ctx, "alpha"); perr != nil || got != "alpha" {
+		t.Errorf("refused node.list: %q, %v; want alpha unchanged", got, perr)
+	}
+}
+
+// A client that names no version sends the build's (lemon/version), the
+// one version source.
+func TestDefaultClientVersionIsTheBuildVersion(t *testing.T) {
+	got := make(chan string, 1)
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: opToken, ConnectHook: func(p protocol.ConnectParams) *protocol.Error {
+		got <- p.Client.Version
+		return nil
+	}})
+	defer srv.Close()
+	dial(t, srv)
+	if v := <-got; v != version.Version {
+		t.Fatalf("client.version %q, want %q", v, version.Version)
 	}
 }

@@ -9,15 +9,19 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
-// OperatorCredential is one operator token, held only as its SHA-256, and
-// the operator scopes it grants (operator.admin implies the others).
+// OperatorCredential is one operator token, held only as its SHA-256, the
+// operator scopes it grants (operator.admin implies the others), and its
+// authority (docs/POLICY.md, "Operator policies"): nil is full_access.
+// Name is the principal of every request made with it.
 type OperatorCredential struct {
 	Name      string
 	TokenHash [32]byte
 	Scopes    []string
+	Policy    *authority.OperatorPolicy
 }
 
 // NodeCredential is one interim node token (held as its SHA-256) bound to
@@ -49,6 +53,7 @@ type operatorEntry struct {
 	name    string
 	hash    [32]byte
 	scopes  []string
+	policy  authority.OperatorPolicy
 	limiter *rate.Limiter // nil: unlimited
 }
 
@@ -70,7 +75,11 @@ func newAuthenticator(ops []OperatorCredential, nodes []NodeCredential, lim func
 				return nil, fmt.Errorf("controller: operator credential %q: unknown scope", o.Name)
 			}
 		}
-		e := &operatorEntry{name: o.Name, hash: o.TokenHash, scopes: append([]string(nil), o.Scopes...)}
+		e := &operatorEntry{name: o.Name, hash: o.TokenHash, scopes: append([]string(nil), o.Scopes...),
+			policy: authority.FullAccessOperator()}
+		if o.Policy != nil {
+			e.policy = *o.Policy
+		}
 		if lim != nil {
 			e.limiter = lim()
 		}

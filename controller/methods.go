@@ -24,6 +24,30 @@ type routeSpec struct {
 	// Pure is true for a declared pure read (protocol.RetryRead).
 	Pure   bool
 	Params *protocol.Schema
+	// Capability and Uses are the declared capability and the further
+	// capabilities the method's host calls need (abi.MethodSpec); a call
+	// carries {Capability} ∪ Uses in its execution context.
+	Capability string
+	Uses       []string
+}
+
+// builtinCapability is the capability of a built-in family's method when
+// no set is pinned (the same as the families' manifests declare).
+func builtinCapability(name string) string {
+	switch protocol.MethodFamily(name) {
+	case "host":
+		return "hostinfo"
+	case "fs":
+		if protocol.PureRead(name) {
+			return "read"
+		}
+		return "write"
+	case "process":
+		return "exec"
+	case "secrets":
+		return "secrets"
+	}
+	return ""
 }
 
 // methodTable maps a method name to its route.
@@ -52,7 +76,7 @@ func protocolTable() methodTable {
 		spec, _ := protocol.LookupMethod(n)
 		// A method without a scope rule keeps Scope "" and is refused.
 		scope, _ := protocol.RequiredScope(n)
-		t[n] = routeSpec{MethodSpec: spec, Scope: scope, Pure: protocol.PureRead(n)}
+		t[n] = routeSpec{MethodSpec: spec, Scope: scope, Pure: protocol.PureRead(n), Capability: builtinCapability(n)}
 	}
 	return t
 }
@@ -122,7 +146,8 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 	}
 	pure := ms.Retry == protocol.RetryRead
 	rs := routeSpec{Family: family, Scope: scope, Pure: pure, Params: ms.Params,
-		MethodSpec: protocol.MethodSpec{Name: ms.Name, Version: ms.Version}}
+		MethodSpec: protocol.MethodSpec{Name: ms.Name, Version: ms.Version},
+		Capability: ms.Capability, Uses: append([]string(nil), ms.Uses...)}
 	if d := ms.DeadlineMs; d > 0 {
 		rs.Deadline = func(json.RawMessage) time.Duration { return time.Duration(d) * time.Millisecond }
 	}

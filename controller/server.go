@@ -93,6 +93,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests move it for expiry.
 	Now func() time.Time
+	// ApprovalTimeout bounds how long a request held for approval waits
+	// (default 5 min); MaxPendingApprovals (default 64) and
+	// MaxPendingApprovalsPerPrincipal (default 8) bound the requests held
+	// at once (docs/POLICY.md, "Approvals").
+	ApprovalTimeout                 time.Duration
+	MaxPendingApprovals             int
+	MaxPendingApprovalsPerPrincipal int
 }
 
 // Defaults.
@@ -106,6 +113,11 @@ const (
 	writeTimeout               = 10 * time.Second
 	// MinSessionTTL is the shortest Config.SessionTTL accepted.
 	MinSessionTTL = time.Second
+	// Approval defaults (Config.ApprovalTimeout, MaxPendingApprovals,
+	// MaxPendingApprovalsPerPrincipal).
+	DefaultApprovalTimeout                 = 5 * time.Minute
+	DefaultMaxPendingApprovals             = 64
+	DefaultMaxPendingApprovalsPerPrincipal = 8
 )
 
 // ErrInsecureListen is returned by Serve for a non-loopback listener when
@@ -125,6 +137,7 @@ type Server struct {
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
 	store      *store
+	approvals  *approvalBook
 	guard      *connGuard
 	throttle   *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
@@ -197,6 +210,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.MaxPendingApprovals <= 0 {
+		cfg.MaxPendingApprovals = DefaultMaxPendingApprovals
+	}
+	if cfg.MaxPendingApprovalsPerPrincipal <= 0 {
+		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
+	}
+	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -228,6 +251,7 @@ func New(cfg Config) (*Server, error) {
 		refusedLog: rate.NewLimiter(rate.Every(time.Second), 1),
 	}
 	s.modules.Store(cfg.ModuleSet)
+	s.approvals = newApprovalBook(s)
 	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
 		if s.refusedLog.Allow() {
 			s.log.Warn("unauthenticated connection cap reached; refusing sockets", "refusedTotal", s.guard.refused.Load())

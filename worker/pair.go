@@ -16,6 +16,7 @@ import (
 
 	"lemon/client"
 	"lemon/protocol"
+	"lemon/version"
 )
 
 // PairConfig configures Pair (docs/PROTOCOL.md, "Pairing and durable node
@@ -201,7 +202,7 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 		Token:         p.cfg.OperatorToken,
 		Scopes:        []string{protocol.ScopePairing},
 		ClientID:      "lemon-node-pair",
-		ClientVersion: Version,
+		ClientVersion: version.Version,
 		Dialer:        p.cfg.Dialer,
 		OnEvent: func(ev protocol.Event) {
 			if ev.Event != protocol.EventPairResolved {

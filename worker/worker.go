@@ -15,10 +15,8 @@ import (
 	"lemon/client"
 	"lemon/host/moduleset"
 	"lemon/protocol"
+	"lemon/version"
 )
-
-// Version is the worker version sent in connect.client.version.
-const Version = "0.1.0"
 
 // Config configures a Worker. ControllerURL, Token and either Dispatcher
 // or LoadModules are required.
@@ -301,7 +299,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		Role:          protocol.RoleNode,
 		Token:         w.cfg.Token,
 		ClientID:      "lemon-node",
-		ClientVersion: Version,
+		ClientVersion: version.Version,
 		Node: &protocol.NodeAdvertise{
 			Name:            w.cfg.Name,
 			NodeID:          w.cfg.NodeID,

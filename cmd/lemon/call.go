@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -20,9 +19,9 @@ import (
 
 func init() {
 	register("call", "call one controller method and print the payload as JSON", func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		return interruptible(func(ctx context.Context) int {
+			return runCall(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		})
 	})
 	setUsage("call", callUsage)
 }
@@ -35,7 +34,8 @@ const (
 	envControlPlaneToken = "LEMON_CONTROL_PLANE_OPERATOR_TOKEN"
 )
 
-const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST] METHOD [PARAMS_JSON | -]
+const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST]
+                 [--execution-context JSON] METHOD [PARAMS_JSON | -]
 
 Sends one request to the controller and prints the response payload as JSON
 on stdout (exit 0). An error response is printed as its error object JSON on
@@ -46,8 +46,16 @@ The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. The controller defaults to
 $LEMON_CONTROLLER, else ws://127.0.0.1:7777/ws.
 
-example:
+--execution-context narrows the authority of the request (a JSON object
+with any of principal, policy, workspace {root, mode}, capabilities and
+limits; docs/POLICY.md, "Narrowing a request's context"); a wider one is
+refused FORBIDDEN context_wider. When the operator's policy holds the
+request for approval, the approval id is printed on stderr and the call
+waits for an approver ("lemon approvals approve ID").
+
+examples:
   lemon call node.host.info '{"nodeId":"..."}'
+  lemon call --execution-context '{"capabilities":[]}' node.fs.read '{"nodeId":"n1","path":"/etc/hostname"}'
 `
 
 // operatorSession holds what every operator subcommand needs.
@@ -55,6 +63,41 @@ type operatorSession struct {
 	url    string
 	token  string
 	scopes []string
+	// execCtx, when set, narrows every request's execution context.
+	execCtx json.RawMessage
+	// onEvent, when set, receives the connection's events.
+	onEvent func(protocol.Event)
+}
+
+// approvalNotice returns an event handler that prints the approval id of a
+// held request on stderr (docs/POLICY.md, "Approvals"): the id and the
+// method only, never params.
+func approvalNotice(stderr io.Writer, prog string) func(protocol.Event) {
+	return func(ev protocol.Event) {
+		if ev.Event != protocol.EventApprovalRequested {
+			return
+		}
+		var info protocol.ApprovalInfo
+		if json.Unmarshal(ev.Payload, &info) != nil || !printableID(info.ApprovalID) {
+			return
+		}
+		fmt.Fprintf(stderr, "%s: waiting for approval %s (an approver runs: lemon approvals approve %s)\n",
+			prog, info.ApprovalID, info.ApprovalID)
+	}
+}
+
+// printableID reports whether s is a short id of letters, digits and '-'.
+func printableID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // operatorFlags adds --controller and --scopes to fs and returns a function
@@ -89,7 +132,7 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 // error object (the controller's, or UNAVAILABLE with a safe reason).
 func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Conn, *protocol.Error) {
 	conn, err := client.Dial(ctx, s.url, client.Options{Token: s.token, Scopes: s.scopes,
-		ClientID: clientID, ClientVersion: version.Version})
+		ClientID: clientID, ClientVersion: version.Version, ExecutionContext: s.execCtx, OnEvent: s.onEvent})
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
@@ -104,6 +147,10 @@ func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Con
 	return conn, nil
 }
 
+// maxExecutionContextBytes bounds --execution-context (the controller's
+// bound, authority.MaxContextBytes).
+const maxExecutionContextBytes = 64 << 10
+
 // maxParamsBytes bounds PARAMS_JSON read from stdin; the controller's
 // maxPayload refuses anything bigger anyway.
 const maxParamsBytes = 64 << 20
@@ -114,6 +161,7 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Usage = func() { fmt.Fprint(stderr, callUsage) }
 	resolve := operatorFlags(fs, getenv)
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (0: never)")
+	execCtx := fs.String("execution-context", "", "a JSON object narrowing the request's execution context")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -147,6 +195,16 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "lemon call: %v\n", err)
 		return 2
 	}
+	if *execCtx != "" {
+		raw := bytes.TrimSpace([]byte(*execCtx))
+		var obj map[string]json.RawMessage
+		if len(raw) > maxExecutionContextBytes || json.Unmarshal(raw, &obj) != nil || obj == nil {
+			fmt.Fprintln(stderr, "lemon call: --execution-context must be a JSON object of at most 65536 bytes")
+			return 2
+		}
+		sess.execCtx = raw
+	}
+	sess.onEvent = approvalNotice(stderr, "lemon call")
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
@@ -158,6 +216,10 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 		return 1
 	}
 	defer conn.Close()
+	if params, perr = resolveParamsNode(ctx, conn, params); perr != nil {
+		printErrorObject(stderr, perr)
+		return 1
+	}
 	payload, perr := conn.Call(ctx, method, params)
 	if perr != nil {
 		printErrorObject(stderr, perr)
@@ -180,4 +242,28 @@ func printErrorObject(w io.Writer, perr *protocol.Error) {
 		b = []byte(`{"code":"INTERNAL_ERROR","message":"error not encodable"}`)
 	}
 	w.Write(append(b, '\n'))
+}
+
+// resolveParamsNode replaces a node name in params.nodeId by that node's
+// nodeId (client.Conn.ResolveNode), as every command taking a node does;
+// params without a string nodeId are returned unchanged.
+func resolveParamsNode(ctx context.Context, conn *client.Conn, params json.RawMessage) (json.RawMessage, *protocol.Error) {
+	var obj map[string]json.RawMessage
+	if params == nil || json.Unmarshal(params, &obj) != nil {
+		return params, nil
+	}
+	var name string
+	if raw, ok := obj["nodeId"]; !ok || json.Unmarshal(raw, &name) != nil {
+		return params, nil
+	}
+	id, perr := conn.ResolveNode(ctx, name)
+	if perr != nil || id == name {
+		return params, perr
+	}
+	obj["nodeId"], _ = json.Marshal(id)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return params, nil
+	}
+	return b, nil
 }

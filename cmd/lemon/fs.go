@@ -16,13 +16,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"lemon/client"
 	"lemon/protocol"
 )
 
 func init() {
-	register("fs", "file operations on a node: ls, stat, mv, rm, get, put", runFS)
+	register("fs", "file operations on a node: ls, stat, mv, rm, get, put", func(args []string) int {
+		return interruptible(func(ctx context.Context) int { return runFS(ctx, args) })
+	})
 	setUsage("fs", fsUsage)
 }
 
@@ -44,7 +47,7 @@ else ws://127.0.0.1:7777/ws. Flags may come anywhere on the line.
 // fsCallTimeout bounds one request; the node's own deadline is 25 s.
 const fsCallTimeout = 60 * time.Second
 
-func runFS(args []string) int {
+func runFS(ctx context.Context, args []string) int {
 	// Flags may stand anywhere: before the command, between or after the
 	// positional arguments.
 	fl := flag.NewFlagSet("fs", flag.ContinueOnError)
@@ -77,7 +80,6 @@ func runFS(args []string) int {
 	}
 	controller := &op.url
 	token := op.token
-	ctx := context.Background()
 	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)
@@ -85,9 +87,11 @@ func runFS(args []string) int {
 	}
 	defer conn.Close()
 	c := &fsClient{conn: conn}
-	if c.node, err = c.resolveNode(ctx, pos[0]); err != nil {
-		return fsFail(err)
+	node, perr := conn.ResolveNode(ctx, pos[0])
+	if perr != nil {
+		return fsFail(perr)
 	}
+	c.node = node
 	switch cmd {
 	case "ls":
 		err = c.ls(ctx, os.Stdout, pos[1:], *all)
@@ -159,33 +163,6 @@ func (c *fsClient) call(ctx context.Context, method string, params map[string]an
 		return errors.New("malformed response payload")
 	}
 	return nil
-}
-
-// resolveNode accepts a nodeId or a unique node name.
-func (c *fsClient) resolveNode(ctx context.Context, s string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, fsCallTimeout)
-	defer cancel()
-	payload, perr := c.conn.Call(ctx, "node.list", map[string]any{})
-	if perr != nil {
-		return s, nil // no registry access: treat it as a nodeId
-	}
-	var res protocol.NodeListResult
-	if json.Unmarshal(payload, &res) != nil {
-		return s, nil
-	}
-	var byName []string
-	for _, n := range res.Nodes {
-		if n.NodeID == s {
-			return s, nil
-		}
-		if n.Name == s {
-			byName = append(byName, n.NodeID)
-		}
-	}
-	if len(byName) == 1 {
-		return byName[0], nil
-	}
-	return s, nil
 }
 
 func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool) error {
@@ -268,8 +245,21 @@ func (c *fsClient) rm(ctx context.Context, in io.Reader, w io.Writer, paths []st
 		}
 		if !yes {
 			fmt.Fprintf(w, "delete %s (%s, %d entries)? [y/N] ", pv.Path, pv.Stat.Type, pv.CandidateCount)
+			// Read the answer aside, so SIGINT at the prompt ends the
+			// command at once (exit 130) instead of waiting for a line.
+			got := make(chan string, 1)
+			go func() {
+				var answer string
+				fmt.Fscanln(in, &answer)
+				got <- answer
+			}()
 			var answer string
-			fmt.Fscanln(in, &answer)
+			select {
+			case answer = <-got:
+			case <-ctx.Done():
+				fmt.Fprintln(w)
+				return ctx.Err()
+			}
 			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 				fmt.Fprintln(w, "skipped")
 				continue
@@ -463,7 +453,7 @@ type progress struct {
 }
 
 func progressTo(f *os.File) *progress {
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+	if !interactive(f) {
 		return nil
 	}
 	return &progress{w: f}
@@ -510,9 +500,9 @@ func (p *progress) done() {
 	fmt.Fprintln(p.w)
 }
 
-// interactive reports whether f is a terminal, so a confirmation can be
-// asked.
+// interactive reports whether f is a terminal (golang.org/x/term), so a
+// confirmation can be asked. /dev/null is a character device but not a
+// terminal: `lemon fs rm X </dev/null` is refused without --yes.
 func interactive(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd()))
 }

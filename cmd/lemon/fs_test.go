@@ -100,8 +100,9 @@ func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	c := &fsClient{conn: conn}
-	if c.node, err = c.resolveNode(context.Background(), "worker-1"); err != nil || c.node != "n-1" {
-		t.Fatalf("resolve by name: %q %v", c.node, err)
+	node, perr := conn.ResolveNode(context.Background(), "worker-1")
+	if c.node = node; perr != nil || c.node != "n-1" {
+		t.Fatalf("resolve by name: %q %v", c.node, perr)
 	}
 	return c, root
 }

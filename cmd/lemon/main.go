@@ -12,12 +12,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,6 +98,46 @@ func usage(w io.Writer, root *cobra.Command) {
 	fmt.Fprintln(w, "'lemon --version' prints the version; 'lemon completion bash|zsh|fish|powershell' a completion script.")
 }
 
+// exitInterrupted is the exit code of a command stopped by SIGINT (128 +
+// SIGINT, as a shell reports a process the signal killed).
+const exitInterrupted = 130
+
+// interruptGrace bounds how long an interrupted command may take to wind
+// down (cancel its requests, remove a partial download) before the
+// process exits 130 anyway; a second SIGINT exits at once.
+const interruptGrace = 10 * time.Second
+
+// interruptible runs a client command (call, fs, nodes, modules, run)
+// with a context that SIGINT cancels. An interrupted command exits 130,
+// whatever it returned (README.md, "CLI": exit codes). The servers
+// (controller, node join, dev) take SIGINT as their stop request and
+// handle it themselves.
+func interruptible(run func(ctx context.Context) int) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-sig:
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		select {
+		case <-sig:
+		case <-time.After(interruptGrace):
+		}
+		os.Exit(exitInterrupted)
+	}()
+	code := run(ctx)
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	return code
+}
+
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -112,7 +155,9 @@ var subcommandNames = map[string][]string{
 
 // newRoot builds the command tree for one command line; args is that
 // whole line (a self-parsing command gets the words after its name).
-func newRoot(args []string, stdout, stderr io.Writer) *cobra.Command {
+// A usage error found while printing help is stored in *helpErr (cobra's
+// help functions return nothing).
+func newRoot(args []string, stdout, stderr io.Writer, helpErr *error) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "lemon",
 		Short:         "controller, execution node and operator CLI",
@@ -136,7 +181,7 @@ func newRoot(args []string, stdout, stderr io.Writer) *cobra.Command {
 			bad = strings.TrimPrefix(bad, "unknown shorthand flag: ")
 			return usageError{msg: fmt.Sprintf("unknown command or flag %s", bad), hint: "run 'lemon help' for the list of commands"}
 		}
-		return usageError{msg: c.CommandPath() + ": " + err.Error(), hint: "run '" + c.CommandPath() + " --help'"}
+		return usageError{msg: err.Error(), hint: "run '" + c.CommandPath() + " --help'"}
 	})
 
 	for name, cmd := range commands {
@@ -146,9 +191,36 @@ func newRoot(args []string, stdout, stderr io.Writer) *cobra.Command {
 		root.AddCommand(build(stdout, stderr))
 	}
 
+	// cobra's completion command (bash, zsh, fish, powershell), added now
+	// so that a shell it does not know is a usage error, not its help.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Short = "print a shell completion script: bash, zsh, fish or powershell"
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, a []string) error {
+				if len(a) == 0 {
+					return c.Help()
+				}
+				return usageError{msg: fmt.Sprintf("no completion for %q: bash, zsh, fish or powershell", a[0]), hint: "run 'lemon completion --help'"}
+			}
+		}
+	}
+
 	defaultHelp := root.HelpFunc()
 	root.SetHelpFunc(func(c *cobra.Command, a []string) {
 		if c == root {
+			// "lemon WORD --help" with an unknown WORD is a usage error,
+			// not a request for the command list.
+			for _, w := range a {
+				if w == "--" {
+					break
+				}
+				if !strings.HasPrefix(w, "-") {
+					*helpErr = usageError{msg: fmt.Sprintf("unknown command %q", w), hint: "run 'lemon help' for the list of commands"}
+					return
+				}
+			}
 			usage(stdout, root)
 			return
 		}
@@ -167,13 +239,13 @@ func newRoot(args []string, stdout, stderr io.Writer) *cobra.Command {
 				usage(stdout, root)
 				return nil
 			}
-			if _, ok := commands[a[0]]; ok {
-				fmt.Fprint(stdout, usageOf(a[0], a[1:]))
-				return nil
-			}
 			c, rest, err := root.Find(a)
 			if err != nil || c == root || len(rest) > 0 {
 				return usageError{msg: fmt.Sprintf("unknown command %q", strings.Join(a, " ")), hint: "run 'lemon help' for the list of commands"}
+			}
+			if _, ok := commands[a[0]]; ok {
+				fmt.Fprint(stdout, usageOf(a[0], a[1:]))
+				return nil
 			}
 			return c.Help()
 		},
@@ -277,9 +349,13 @@ func firstLineOf(s string) string {
 // exits with its code (1, or the remote exit code for lemon run), and an
 // interrupted client command exits 130.
 func runMain(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(args, stdout, stderr)
+	var helpErr error
+	root := newRoot(args, stdout, stderr, &helpErr)
 	root.SetArgs(args)
 	c, err := root.ExecuteC()
+	if err == nil {
+		err = helpErr
+	}
 	if err == nil {
 		return 0
 	}
@@ -287,17 +363,21 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return int(ec)
 	}
+	who := "lemon"
+	if c != nil && c != root {
+		who = c.CommandPath()
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "lemon: %s; %s\n", ue.msg, ue.hint)
+		fmt.Fprintf(stderr, "%s: %s; %s\n", who, ue.msg, ue.hint)
 		return 2
 	}
 	// Any other error from cobra is about the command line: an unknown
 	// command, or arguments a cobra command does not take.
 	hint := "run 'lemon help' for the list of commands"
-	if c != nil && c != root {
-		hint = "run '" + c.CommandPath() + " --help'"
+	if who != "lemon" {
+		hint = "run '" + who + " --help'"
 	}
-	fmt.Fprintf(stderr, "lemon: %s; %s\n", firstLineOf(err.Error()), hint)
+	fmt.Fprintf(stderr, "%s: %s; %s\n", who, firstLineOf(err.Error()), hint)
 	return 2
 }

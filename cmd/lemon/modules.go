@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,9 +17,9 @@ import (
 
 func init() {
 	register("modules", "the pinned module set, which set each node runs, and every module refusal", func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		return runModules(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+		return interruptible(func(ctx context.Context) int {
+			return runModules(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+		})
 	})
 }
 

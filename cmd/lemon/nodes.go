@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"text/tabwriter"
 	"time"
 
@@ -16,9 +15,9 @@ import (
 
 func init() {
 	register("nodes", "list nodes, approve or reject pairings, rename nodes", func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		return runNodes(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+		return interruptible(func(ctx context.Context) int {
+			return runNodes(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+		})
 	})
 	setUsage("nodes", nodesUsage)
 }
@@ -26,7 +25,7 @@ func init() {
 const nodesUsage = `usage: lemon nodes [--controller URL] [--json]             list nodes and pending pairings
        lemon nodes [--controller URL] approve CODE        approve a pairing
        lemon nodes [--controller URL] reject CODE         reject a pairing
-       lemon nodes [--controller URL] rename NODE_ID NAME rename a node
+       lemon nodes [--controller URL] rename NODE NAME    rename a node (NODE: its nodeId or name)
 
 The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Listing pairings, approve and reject
@@ -34,7 +33,8 @@ need operator.approvals or operator.admin (a joining host's
 operator.pairing token cannot decide pairings); approving a repair of a
 node that holds a live session needs operator.admin, and says that it
 revokes that session. Errors are printed as the error object JSON on
-stderr (exit 1).
+stderr (exit 1). --json prints {"nodes":[...],"pairings":[...]}: the
+entries of node.list and node.pair.list, flat.
 `
 
 func runNodes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -77,6 +77,15 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer conn.Close()
 
+	if method == protocol.MethodNodeRename {
+		// NODE may be the node's current name.
+		id, perr := conn.ResolveNode(ctx, rest[1])
+		if perr != nil {
+			printErrorObject(stderr, perr)
+			return 1
+		}
+		params = protocol.NodeRenameParams{NodeID: id, Name: rest[2]}
+	}
 	if method != "" {
 		raw, perr := conn.Call(ctx, method, params)
 		if perr != nil {
@@ -116,9 +125,16 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 	// lists nodes.
 	rawPairs, pairErr := conn.Call(ctx, protocol.MethodPairList, protocol.PairListParams{})
 	if *asJSON {
-		out := map[string]json.RawMessage{"nodes": rawNodes}
-		if pairErr == nil {
-			out["pairings"] = rawPairs
+		// Flat: {"nodes":[...],"pairings":[...]}, the lists of node.list
+		// and node.pair.list ("pairings" only when the token may list them).
+		var nl, pl map[string]json.RawMessage
+		if json.Unmarshal(rawNodes, &nl) != nil || nl["nodes"] == nil {
+			fmt.Fprintln(stderr, "lemon nodes: malformed node.list payload")
+			return 1
+		}
+		out := map[string]json.RawMessage{"nodes": nl["nodes"]}
+		if pairErr == nil && json.Unmarshal(rawPairs, &pl) == nil && pl["pairings"] != nil {
+			out["pairings"] = pl["pairings"]
 		}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)

@@ -104,13 +104,12 @@ func TestPairRestartReconnect(t *testing.T) {
 	}
 	h.restartController()
 	h.waitOnline(rec.NodeID, again)
-	var listed struct {
-		Nodes protocol.NodeListResult `json:"nodes"`
-	}
+	// --json is flat: {"nodes":[...]}, node.list's own shape.
+	var listed protocol.NodeListResult
 	if err := json.Unmarshal([]byte(h.mustCLI("nodes", "--json")), &listed); err != nil {
 		t.Fatal(err)
 	}
-	if n := listed.Nodes.Nodes; len(n) != 1 || n[0].NodeID != rec.NodeID || n[0].Name != "build-box" ||
+	if n := listed.Nodes; len(n) != 1 || n[0].NodeID != rec.NodeID || n[0].Name != "build-box" ||
 		n[0].Identity != protocol.NodeIdentityPaired || !n[0].Online {
 		t.Fatalf("lemon nodes --json after restart: %+v", n)
 	}
