@@ -33,7 +33,7 @@ var (
 		"the execution context's runId is not this request's invokeId").WithRetry(false, false)
 	errWorkspaceNotCanonical = protocol.DomainError(protocol.CodeForbidden, protocol.DomainContextMismatch,
 		"the execution context's workspace root is not a canonical directory on this node").WithRetry(false, false)
-	errPolicyDenied = protocol.DomainError(protocol.CodeForbidden, protocol.DomainCapabilityDenied,
+	errPolicyDenied = protocol.DomainError(protocol.CodeForbidden, protocol.DomainPolicyDenied,
 		"the execution context's policy does not allow this method").WithRetry(false, false)
 	errReadOnlyMethod = protocol.DomainError(protocol.CodeForbidden, protocol.DomainWorkspaceReadOnly,
 		"the execution context's workspace is read_only; this method is a mutation").WithRetry(false, false)
@@ -56,7 +56,7 @@ var (
 //     context_mismatch; it is rebound to that path, and the fs view checks
 //     on every host call that it lies inside the node's roots;
 //  6. the method is decided again by the context's policy (a deny is
-//     FORBIDDEN capability_denied; approvals were the controller's), and a
+//     FORBIDDEN policy_denied; approvals were the controller's), and a
 //     mutation-class method under a read_only workspace is FORBIDDEN
 //     workspace_read_only.
 func bindContext(req *protocol.InvokeRequest, spec MethodSpec) (boundContext, *protocol.Error) {

@@ -82,7 +82,7 @@ func TestNodeBindsContext(t *testing.T) {
 	}
 	c.Policy = pol
 	wantErr(t, "policy deny", f.invokeWith(t, "i-4", "test.ping", hosttest.ContextOf(t, c)),
-		protocol.CodeForbidden, protocol.DomainCapabilityDenied)
+		protocol.CodeForbidden, protocol.DomainPolicyDenied)
 	// The node's ceiling still bounds the context: capabilities it lacks
 	// are refused.
 	g := newFixture(t, host.Config{Ceiling: []string{"write"}})

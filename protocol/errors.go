@@ -63,9 +63,9 @@ const (
 	// DomainReadMethodEffect: an effect host call made while serving a
 	// read-class method (FORBIDDEN).
 	DomainReadMethodEffect = "read_method_effect"
-	// DomainLimitExceeded: a request beyond an execution-context limit
-	// (max_file_bytes, max_timeout_ms; FORBIDDEN).
-	DomainLimitExceeded = "limit_exceeded"
+	// (DomainLimitExceeded, protocol/approvals.go, also answers a request
+	// beyond an execution-context limit on the node: max_file_bytes,
+	// max_timeout_ms, max_output_bytes.)
 	// DomainSandboxUnavailable: the context asks for a sandboxed run and
 	// the node cannot give the run a cgroup of its own (FORBIDDEN).
 	DomainSandboxUnavailable = "sandbox_unavailable"
