@@ -45,7 +45,7 @@ func authorityCluster(t *testing.T, limits string, ops map[string]string) (*clus
 	return c, out
 }
 
-func wantRefused(t *testing.T, o *operator, method string, params any, code, domain string) {
+func wantCallRefused(t *testing.T, o *operator, method string, params any, code, domain string) {
 	t.Helper()
 	r := o.call(t, method, params)
 	if r.code != 1 || r.stdout != "" {
@@ -102,7 +102,7 @@ func TestAuthorityReadOnlyOperator(t *testing.T) {
 		{protocol.MethodNodeInvoke, map[string]any{"nodeId": nodeID, "method": "node.fs.mkdir", "args": map[string]any{"path": target}}},
 		{protocol.MethodNodeRename, map[string]any{"nodeId": nodeID, "name": "renamed"}},
 	} {
-		wantRefused(t, ro, mut.method, mut.params, protocol.CodeForbidden, protocol.DomainPolicyDenied)
+		wantCallRefused(t, ro, mut.method, mut.params, protocol.CodeForbidden, protocol.DomainPolicyDenied)
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Fatalf("a refused mutation changed the node: %v", err)
@@ -142,15 +142,15 @@ func TestAuthorityCIMakeOnly(t *testing.T) {
 	marker := filepath.Join(m.home, "escaped")
 	for i, argv := range [][]string{{"sh", "-c", "touch " + marker}, {"/usr/bin/make", "hello"}, {"touch", marker},
 		{"python3", "-c", "open('" + marker + "','w')"}} {
-		wantRefused(t, ci, "node.process.run", runP(fmt.Sprintf("ci-x%d", i), argv...), protocol.CodeForbidden, protocol.DomainCommandDenied)
+		wantCallRefused(t, ci, "node.process.run", runP(fmt.Sprintf("ci-x%d", i), argv...), protocol.CodeForbidden, protocol.DomainCommandDenied)
 	}
 	over := runP("ci-2", "make", "hello")
 	over["timeoutMs"] = 60001
-	wantRefused(t, ci, "node.process.run", over, protocol.CodeForbidden, protocol.DomainLimitExceeded)
+	wantCallRefused(t, ci, "node.process.run", over, protocol.CodeForbidden, protocol.DomainLimitExceeded)
 	// Its capabilities are exec only: no file access.
-	wantRefused(t, ci, "node.fs.read", map[string]any{"nodeId": nodeID, "path": filepath.Join(m.cwd, "Makefile")},
+	wantCallRefused(t, ci, "node.fs.read", map[string]any{"nodeId": nodeID, "path": filepath.Join(m.cwd, "Makefile")},
 		protocol.CodeForbidden, protocol.DomainCapabilityDenied)
-	wantRefused(t, ci, "node.fs.write", map[string]any{"nodeId": nodeID, "path": marker, "dataBase64": ""},
+	wantCallRefused(t, ci, "node.fs.write", map[string]any{"nodeId": nodeID, "path": marker, "dataBase64": ""},
 		protocol.CodeForbidden, protocol.DomainCapabilityDenied)
 	if _, err := os.Lstat(marker); !os.IsNotExist(err) {
 		t.Fatalf("a refused run had an effect: %v", err)
@@ -241,6 +241,6 @@ func TestAuthorityApprovalFlow(t *testing.T) {
 	_, quick := authorityCluster(t, "[limits]\napproval_timeout_ms = 1000\n", map[string]string{
 		"dev": "scopes = [\"operator.admin\"]\n[operators.policy]\nrequire_approval = [\"node.fs.write\"]",
 	})
-	wantRefused(t, quick["dev"], "node.fs.write", map[string]any{"nodeId": nodeID, "path": target, "dataBase64": "aGk="},
+	wantCallRefused(t, quick["dev"], "node.fs.write", map[string]any{"nodeId": nodeID, "path": target, "dataBase64": "aGk="},
 		protocol.CodeTimeout, protocol.DomainApprovalTimeout)
 }
