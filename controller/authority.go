@@ -208,6 +208,18 @@ func (c *conn) authorizeController(id, method string, ec json.RawMessage) bool {
 	if c.op == nil {
 		return true
 	}
+	if t := bytes.TrimSpace(ec); len(t) == 0 || string(t) == "null" {
+		// No narrowing: only a mutation is decided, on the entry's policy.
+		if !controllerMutations[method] {
+			return true
+		}
+		d := authority.Decide(c.op.policy.Policy, authority.Method{Name: method, Class: authority.ClassMutation})
+		if d.Verdict == authority.Deny {
+			c.respondErr(id, refuse(protocol.DomainPolicyDenied, "the operator's policy refuses %s (rule %s)", method, d.Rule))
+			return false
+		}
+		return true
+	}
 	m := authority.Method{Name: method, Class: authority.ClassMutation}
 	if !controllerMutations[method] {
 		m.Class = authority.ClassRead
