@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lemon/host/moduleset"
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
@@ -117,6 +118,9 @@ func buildMethodTable(m moduleset.Manifest) (methodTable, error) {
 			if err := protocol.CheckMethodDeclaration(ms.Name, ms.Version, ms.Scope, ms.Retry, ms.Params, ms.DeadlineMs); err != nil {
 				return nil, fmt.Errorf("module set: module %s: %w", mod.Family, err)
 			}
+			if err := checkUses(ms.Capability, ms.Uses); err != nil {
+				return nil, fmt.Errorf("module set: module %s: method %s: %w", mod.Family, ms.Name, err)
+			}
 			ns := protocol.MethodFamily(ms.Name)
 			if !containsString(nss, ns) {
 				if f, ok := firstPartyNS[ns]; ok && f != mod.Family {
@@ -182,6 +186,29 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 		rs.Deadline = declared
 	}
 	return rs, nil
+}
+
+// maxUses bounds a method's declared uses (a module declares at most 16
+// capabilities in all).
+const maxUses = 16
+
+// checkUses refuses a declared uses list that is not a short list of
+// distinct capability names other than the method's own capability.
+func checkUses(capability string, uses []string) error {
+	if len(uses) > maxUses {
+		return fmt.Errorf("uses: at most %d capabilities", maxUses)
+	}
+	seen := map[string]bool{capability: true}
+	for _, u := range uses {
+		if !authority.ValidCapability(u) {
+			return fmt.Errorf("uses: a malformed capability name (want ^[a-z][a-z0-9_]{0,31}$, not all or none)")
+		}
+		if seen[u] {
+			return fmt.Errorf("uses: a capability given twice, or the method's own")
+		}
+		seen[u] = true
+	}
+	return nil
 }
 
 // scopeRank orders the scopes a method may declare.
