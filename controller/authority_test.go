@@ -425,3 +425,25 @@ func TestOperatorNamesAreUniquePrincipals(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 }
+
+func TestHelloAdvertisesApprovals(t *testing.T) {
+	s := startServer(t, authorityConfig(t))
+	p := dialPeer(t, s.url)
+	p.writeJSON(protocol.Request{Type: protocol.FrameReq, ID: "c1", Method: "connect",
+		Params: mustJSON(t, protocol.ConnectParams{Role: protocol.RoleOperator, Auth: protocol.ConnectAuth{Token: apprToken},
+			Client: protocol.ConnectClient{ID: "test", Version: "1"}})})
+	h := p.next()
+	methods := strings.Join(h.Features.Methods, ",")
+	events := strings.Join(h.Features.Events, ",")
+	if !strings.Contains(methods, protocol.MethodApprovalList) || !strings.Contains(methods, protocol.MethodApprovalDecide) ||
+		!strings.Contains(events, protocol.EventApprovalRequested) || !strings.Contains(events, protocol.EventApprovalResolved) {
+		t.Fatalf("hello-ok: %s", h.raw)
+	}
+	for _, m := range []string{protocol.MethodApprovalList, protocol.MethodApprovalDecide} {
+		if sc, ok := protocol.RequiredScope(m); !ok || sc != protocol.ScopeApprovals {
+			t.Fatalf("RequiredScope(%s) = %s %v", m, sc, ok)
+		}
+	}
+	// operator.read cannot list approvals.
+	wantError(t, connectOperator(t, s.url, readToken).call(protocol.MethodApprovalList, nil), protocol.CodeForbidden, "")
+}
