@@ -61,6 +61,11 @@ type Options struct {
 	// OnEvent receives every event frame, in order, on the reader
 	// goroutine. It must return quickly (start a goroutine for real work).
 	OnEvent func(protocol.Event)
+	// ExecutionContext, when set (a JSON object), is sent as the
+	// executionContext member of every request: it narrows the context the
+	// controller builds for each (docs/POLICY.md, "Narrowing a request's
+	// context").
+	ExecutionContext json.RawMessage
 	// ReadLimit is the largest frame accepted from the controller, in
 	// bytes. 0 means the controller's maxPayload plus EnvelopeSlack, at
 	// most MaxReadLimit.
@@ -359,6 +364,10 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 	id := "r" + strconv.FormatUint(c.nextID.Add(1), 10)
 	frame, err := requestFrame(id, method, raw, marshalled)
+	if err == nil && len(c.opts.ExecutionContext) > 0 {
+		frame, err = json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: id, Method: method, Params: raw,
+			ExecutionContext: c.opts.ExecutionContext})
+	}
 	if err != nil {
 		return nil, protocol.InvalidParams("", "params are not valid JSON")
 	}

@@ -34,7 +34,8 @@ const (
 	envControlPlaneToken = "LEMON_CONTROL_PLANE_OPERATOR_TOKEN"
 )
 
-const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST] METHOD [PARAMS_JSON | -]
+const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST]
+                 [--execution-context JSON] METHOD [PARAMS_JSON | -]
 
 Sends one request to the controller and prints the response payload as JSON
 on stdout (exit 0). An error response is printed as its error object JSON on
@@ -47,8 +48,16 @@ $LEMON_CONTROLLER, else ws://127.0.0.1:7777/ws.
 --ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
 (lemon tls dev writes one).
 
-example:
+--execution-context narrows the authority of the request (a JSON object
+with any of principal, policy, workspace {root, mode}, capabilities and
+limits; docs/POLICY.md, "Narrowing a request's context"); a wider one is
+refused FORBIDDEN context_wider. When the operator's policy holds the
+request for approval, the approval id is printed on stderr and the call
+waits for an approver ("lemon approvals approve ID").
+
+examples:
   lemon call node.host.info '{"nodeId":"..."}'
+  lemon call --execution-context '{"capabilities":[]}' node.fs.read '{"nodeId":"n1","path":"/etc/hostname"}'
 `
 
 // operatorSession holds what every operator subcommand needs.
@@ -57,6 +66,41 @@ type operatorSession struct {
 	token  string
 	scopes []string
 	caFile string // PEM CA bundle trusted for wss:// besides the system roots
+	// execCtx, when set, narrows every request's execution context.
+	execCtx json.RawMessage
+	// onEvent, when set, receives the connection's events.
+	onEvent func(protocol.Event)
+}
+
+// approvalNotice returns an event handler that prints the approval id of a
+// held request on stderr (docs/POLICY.md, "Approvals"): the id and the
+// method only, never params.
+func approvalNotice(stderr io.Writer, prog string) func(protocol.Event) {
+	return func(ev protocol.Event) {
+		if ev.Event != protocol.EventApprovalRequested {
+			return
+		}
+		var info protocol.ApprovalInfo
+		if json.Unmarshal(ev.Payload, &info) != nil || !printableID(info.ApprovalID) {
+			return
+		}
+		fmt.Fprintf(stderr, "%s: waiting for approval %s (an approver runs: lemon approvals approve %s)\n",
+			prog, info.ApprovalID, info.ApprovalID)
+	}
+}
+
+// printableID reports whether s is a short id of letters, digits and '-'.
+func printableID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // operatorFlags adds --controller, --scopes and --ca-file to fs and returns a function
@@ -71,7 +115,9 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	var caFile string
 	caFileVar(fs, &caFile, getenv)
 	return func() (operatorSession, error) {
-		s := operatorSession{url: *url, token: getenv(envOperatorToken), caFile: caFile}
+		// Every operator command says which approval a held request waits on.
+		s := operatorSession{url: *url, token: getenv(envOperatorToken), caFile: caFile,
+			onEvent: approvalNotice(fs.Output(), fs.Name())}
 		if s.token == "" {
 			s.token = getenv(envControlPlaneToken)
 		}
@@ -101,7 +147,8 @@ func caFileVar(fs *flag.FlagSet, p *string, getenv func(string) string) {
 // error object (the controller's, or UNAVAILABLE with a safe reason).
 func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Conn, *protocol.Error) {
 	conn, err := client.Dial(ctx, s.url, client.Options{Token: s.token, Scopes: s.scopes,
-		ClientID: clientID, ClientVersion: version.Version, CAFile: s.caFile})
+		ClientID: clientID, ClientVersion: version.Version, CAFile: s.caFile,
+		ExecutionContext: s.execCtx, OnEvent: s.onEvent})
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
@@ -116,6 +163,10 @@ func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Con
 	return conn, nil
 }
 
+// maxExecutionContextBytes bounds --execution-context (the controller's
+// bound, authority.MaxContextBytes).
+const maxExecutionContextBytes = 64 << 10
+
 // maxParamsBytes bounds PARAMS_JSON read from stdin; the controller's
 // maxPayload refuses anything bigger anyway.
 const maxParamsBytes = 64 << 20
@@ -126,6 +177,7 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Usage = func() { fmt.Fprint(stderr, callUsage) }
 	resolve := operatorFlags(fs, getenv)
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (0: never)")
+	execCtx := fs.String("execution-context", "", "a JSON object narrowing the request's execution context")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -158,6 +210,15 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		fmt.Fprintf(stderr, "lemon call: %v\n", err)
 		return 2
+	}
+	if *execCtx != "" {
+		raw := bytes.TrimSpace([]byte(*execCtx))
+		var obj map[string]json.RawMessage
+		if len(raw) > maxExecutionContextBytes || json.Unmarshal(raw, &obj) != nil || obj == nil {
+			fmt.Fprintln(stderr, "lemon call: --execution-context must be a JSON object of at most 65536 bytes")
+			return 2
+		}
+		sess.execCtx = raw
 	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc

@@ -82,7 +82,8 @@ func runFS(ctx context.Context, args []string) int {
 	}
 	controller := &op.url
 	token := op.token
-	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs", CAFile: op.caFile})
+	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs",
+		CAFile: op.caFile, OnEvent: op.onEvent})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)
 		return 1

@@ -209,6 +209,9 @@ func runRun(ctx context.Context, sess operatorSession, o *runOptions, stdin io.R
 		stdinB64 = base64.StdEncoding.EncodeToString(b)
 	}
 
+	if sess.onEvent == nil {
+		sess.onEvent = approvalNotice(stderr, "lemon run")
+	}
 	dialCtx, cancelDial := context.WithTimeout(ctx, time.Minute)
 	conn, perr := sess.dial(dialCtx, "lemon-run")
 	cancelDial()

@@ -180,9 +180,9 @@ func TestShapesAndErrors(t *testing.T) {
 func TestCapabilityDenied(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, perr := f.h.Invoke(ctx, protocol.InvokeRequest{NodeID: "node-id", Method: "node.secrets.set",
+	_, perr := f.h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "i-deny", NodeID: "node-id", Method: "node.secrets.set",
 		Args:             json.RawMessage(`{"nodeId":"node-id","name":"a","value":"x"}`),
-		ExecutionContext: json.RawMessage(`{"capabilities":["read"]}`)})
+		ExecutionContext: hosttest.Context(t, "i-deny", "read")})
 	if perr == nil || perr.Code != protocol.CodeForbidden {
 		t.Fatalf("set without the secrets capability: %v", perr)
 	}
