@@ -37,10 +37,6 @@ type invocation struct {
 	// (the request's own InvokeOutcome when the session gave one).
 	outcome *protocol.InvokeOutcome
 
-	// principalName is the context's principal, read once (observe.go).
-	principalOnce sync.Once
-	principalName string
-
 	mu       sync.Mutex
 	blobs    map[uint32][]byte
 	secret   map[uint32]bool // secret input blobs (hostcalls.BlobKeeper)
