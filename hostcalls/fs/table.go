@@ -180,8 +180,14 @@ func (fs *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSRead
 		return contract.FSReadResult{}, protocol.AsError(err)
 	}
 	defer release()
+	length := a.Length
+	// The context's max_file_bytes also bounds what one read returns: a
+	// longer read is a short chunk, which the spec allows.
+	if limit := call.Invocation().Authority.MaxFileBytes; limit > 0 && length > limit {
+		length = limit
+	}
 	return run(ctx, f, "read", false, func() (*protocol.FSReadCall, error) {
-		return f.read(a.Path, a.Offset, a.Length, call.Invocation().MaxResultBytes, call.PutBlob)
+		return f.read(a.Path, a.Offset, length, call.Invocation().MaxResultBytes, call.PutBlob)
 	})
 }
 

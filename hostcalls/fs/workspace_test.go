@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 
@@ -166,5 +167,32 @@ func TestWorkspaceMaxFileBytes(t *testing.T) {
 	wantDomain(t, "one byte past", err, protocol.DomainLimitExceeded)
 	if e.content("root/ws/ten.txt") != "0123456789" {
 		t.Fatal("refused write changed the file")
+	}
+}
+
+// TestWorkspaceMaxFileBytesRead: one read returns at most max_file_bytes
+// (a short chunk).
+func TestWorkspaceMaxFileBytesRead(t *testing.T) {
+	e, c := wsEnv(t)
+	c.auth.MaxFileBytes = 1
+	out, err := e.call("fs.read", map[string]any{"path": "in.txt", "offset": 0, "length": 10}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Blob   uint32 `json:"blob"`
+		Length int64  `json:"length"`
+	}
+	if jerr := json.Unmarshal(out, &r); jerr != nil {
+		t.Fatal(jerr)
+	}
+	if b, _ := c.Blob(r.Blob); string(b) != "i" {
+		t.Fatalf("read under max_file_bytes 1: %s (%q)", out, b)
+	}
+	c.auth.MaxFileBytes = 2
+	out, _ = e.call("fs.read", map[string]any{"path": "in.txt", "offset": 0, "length": 10}, c)
+	json.Unmarshal(out, &r)
+	if b, _ := c.Blob(r.Blob); string(b) != "in" {
+		t.Fatalf("read under max_file_bytes 2 (the whole file): %s (%q)", out, b)
 	}
 }
