@@ -2,11 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"lemon/audit"
 	"lemon/protocol"
 )
 
@@ -14,10 +16,26 @@ import (
 // operator → controller → fake node → controller → operator, with 1 and
 // 8 concurrent callers (one socket each). It reports p50/p99 latency in µs
 // and requests per second.
-func BenchmarkRoundTrip(b *testing.B) {
+func BenchmarkRoundTrip(b *testing.B) { benchRoundTrip(b, false) }
+
+// BenchmarkRoundTripAudit is BenchmarkRoundTrip with an audit file: one
+// record per request written to a rotated file before the answer
+// (docs/BENCHMARKS.md, "Audit").
+func BenchmarkRoundTripAudit(b *testing.B) { benchRoundTrip(b, true) }
+
+func benchRoundTrip(b *testing.B, withAudit bool) {
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			s := startServer(b, testConfig())
+			cfg := testConfig()
+			if withAudit {
+				sink, err := audit.Open(audit.Config{File: filepath.Join(b.TempDir(), "audit.jsonl")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { sink.Close() })
+				cfg.Audit = sink
+			}
+			s := startServer(b, cfg)
 			connectNode(b, s.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
 			id := nodeIDOf("worker-1")
 			params := map[string]any{"nodeId": id, "value": "ping"}

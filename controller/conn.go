@@ -177,6 +177,13 @@ type conn struct {
 	pmu     sync.Mutex
 	pending map[string]*call // node connections: invocations in flight
 	gone    bool             // node connection torn down; no new pending
+
+	// Observability (observe.go): the operator requests in flight by id,
+	// the close text the controller sent, and how the read loop ended.
+	rmu      sync.Mutex
+	reqs     map[string]*opRequest
+	sentText atomic.Pointer[string]
+	readErr  error // set by readLoop before teardown
 }
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
@@ -247,6 +254,7 @@ func (c *conn) touch() {
 // behind frames already queued (so an error response is delivered first).
 func (c *conn) closeWith(code int, text string) {
 	if code != 0 && c.closing.CompareAndSwap(false, true) {
+		c.sentText.Store(&text)
 		select {
 		case c.out <- outFrame{closeCode: code, closeText: text}:
 			return // the writer closes after sending it
@@ -268,6 +276,7 @@ func (c *conn) closeWith(code int, text string) {
 // soon as it reads past what the socket already holds.
 func (c *conn) closeUrgent(code int, text string) {
 	if c.closing.CompareAndSwap(false, true) {
+		c.sentText.Store(&text)
 		c.urgent <- outFrame{closeCode: code, closeText: text}
 	}
 }
@@ -312,7 +321,8 @@ func (c *conn) send(data []byte) bool {
 	n, ok, timedOut := c.budget.acquire(int64(len(data)), c.s.cfg.SlowConsumerTimeout, c.done)
 	if !ok {
 		if timedOut {
-			c.s.log.Warn("slow consumer; closing", "conn", c.id, "queuedBytes", c.budget.queued())
+			c.s.log.Warn("slow consumer; closing", "conn", c.id, "role", c.roleLabel(), "queuedBytes", c.budget.queued())
+			c.s.metrics.slowConsumers.Inc()
 			c.closeUrgent(websocket.ClosePolicyViolation, slowConsumerReason)
 		}
 		return false
@@ -353,10 +363,12 @@ func (c *conn) respondRaw(id string, payload json.RawMessage) bool {
 		return c.respondErr(id, protocol.DomainError(protocol.CodeInternal, protocol.DomainPayloadTooLarge,
 			"the result does not fit the connection's maxPayload"))
 	}
+	c.noteAnswer(id, nil)
 	return c.send(b)
 }
 
 func (c *conn) respondErr(id string, e *protocol.Error) bool {
+	c.noteAnswer(id, e)
 	return c.sendJSON(protocol.ErrResponse(id, e))
 }
 
@@ -399,6 +411,7 @@ func (c *conn) readLoop() {
 	for {
 		mt, r, err := c.ws.NextReader()
 		if err != nil {
+			c.readErr = err
 			return
 		}
 		if mt != websocket.TextMessage {
@@ -521,19 +534,27 @@ func (c *conn) handleFrame(data []byte) bool {
 	}
 	go func() {
 		defer func() { <-c.inflight }()
+		if c.role == protocol.RoleOperator {
+			t := c.beginRequest(id, req.Method)
+			defer c.endRequest(id, t)
+			if !c.admitAudit(id) {
+				return
+			}
+		}
 		// As net/http does for its handlers: a bug met by one request
 		// must not end the controller for every node and operator. No
 		// panic value or stack is logged: either may hold request content.
 		defer func() {
 			if r := recover(); r != nil {
-				c.s.log.Error("request handler panicked", "conn", c.id, "method", logMethod(req.Method))
+				c.s.metrics.panics.Inc()
+				c.s.log.Error("request handler panicked", "conn", c.id, "role", c.role, "method", c.s.methodLabel(req.Method))
 				c.respondErr(id, protocol.Errorf(protocol.CodeInternal, "internal error"))
 			}
 		}()
 		if c.role == protocol.RoleNode {
 			c.handleNodeRequest(id, req.Method, req.Params, len(data))
 		} else {
-			c.handleOperatorRequest(id, req.Method, req.Params)
+			c.handleOperatorRequest(id, req.Method, req.Params, req.ExecutionContext)
 		}
 	}()
 	return true
@@ -556,7 +577,8 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		// An address that failed too often is refused before its
 		// credential is looked at: guessing stops, not just slows.
 		if c.s.throttle.blocked(c.addr, c.s.now()) {
-			c.s.log.Debug("connect refused: too many authentication failures", "conn", c.id)
+			c.s.log.Debug("connect refused: too many authentication failures", "conn", c.id, "addr", c.addr)
+			c.s.metrics.connects.WithLabelValues(p.Role, protocol.CodeRateLimited).Inc()
 			c.respondErr(id, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainAuthRateLimited,
 				"too many failed connects from this address; retry later").WithRetry(true, false))
 			c.closeWith(websocket.ClosePolicyViolation, "too many authentication failures")
@@ -571,7 +593,8 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		}
 		op, e := c.s.auth.operator(p.Auth.Token)
 		if e != nil {
-			c.s.log.Info("operator connect refused", "conn", c.id, "reason", e.DomainCode())
+			c.s.log.Info("operator connect refused", "conn", c.id, "addr", c.addr, "code", e.Code, "reason", e.DomainCode())
+			c.s.metrics.connects.WithLabelValues(protocol.RoleOperator, e.Code).Inc()
 			c.authFailed(e)
 			c.respondErr(id, e)
 			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
@@ -587,12 +610,16 @@ func (c *conn) handleConnect(id string, raw json.RawMessage) bool {
 		c.authenticated()
 		c.touch()
 		c.sendJSON(c.s.hello(c, nil))
-		c.s.log.Info("operator connected", "conn", c.id, "operator", op.name)
+		c.s.log.Info("operator connected", "conn", c.id, "operator", op.name, "addr", c.addr)
+		c.s.metrics.connects.WithLabelValues(protocol.RoleOperator, "ok").Inc()
+		c.s.metrics.connections.WithLabelValues(protocol.RoleOperator).Inc()
 		return true
 	case protocol.RoleNode:
 		ok := c.connectNode(id, &p)
 		if c.connected {
 			c.authenticated()
+			c.s.metrics.connects.WithLabelValues(protocol.RoleNode, "ok").Inc()
+			c.s.metrics.connections.WithLabelValues(protocol.RoleNode).Inc()
 		}
 		return ok
 	default:
@@ -647,16 +674,30 @@ func (s *Server) hello(c *conn, nodeID *string) any {
 		}
 		return nh
 	}
-	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved}}
+	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved,
+		protocol.EventApprovalRequested, protocol.EventApprovalResolved}}
 	return h
 }
 
 // teardown runs once the connection has ended.
 func (c *conn) teardown() {
 	c.abandon()
+	reason := ""
+	if p := c.sentText.Load(); p != nil {
+		reason = *p
+	}
+	reason = closeReason(reason, c.readErr)
+	if c.connected {
+		c.s.metrics.connections.WithLabelValues(c.role).Dec()
+	}
+	c.s.metrics.closes.WithLabelValues(c.roleLabel(), reason).Inc()
 	if c.node != nil {
 		c.s.reg.detach(c.node, c)
-		c.s.log.Info("node disconnected", "conn", c.id, "node", c.node.rec.ID)
+		c.s.log.Info("node disconnected", "conn", c.id, "node", c.node.rec.ID, "reason", reason)
+	} else if c.connected {
+		c.s.log.Info("operator disconnected", "conn", c.id, "operator", c.op.name, "reason", reason)
+	} else {
+		c.s.log.Debug("connection closed before connect", "conn", c.id, "addr", c.addr, "reason", reason)
 	}
 }
 
@@ -670,4 +711,12 @@ func logMethod(m string) string {
 		return m
 	}
 	return "other"
+}
+
+// roleLabel is the connection's role, or "none" before connect.
+func (c *conn) roleLabel() string {
+	if !c.connected {
+		return "none"
+	}
+	return c.role
 }

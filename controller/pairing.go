@@ -275,7 +275,7 @@ func (r *registry) issueChallengeLocked(p *pairingRecord, res *protocol.PairRequ
 }
 
 func storeUnavailable(err error, r *registry) *protocol.Error {
-	r.s.log.Error("durable store write failed", "err", err)
+	r.s.storeFailed(err)
 	return protocol.Errorf(protocol.CodeUnavailable, "the controller's store is unavailable").WithRetry(true, false)
 }
 
@@ -337,8 +337,9 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 			return protocol.PairRequestResult{}, e
 		}
 		rec.Kind, rec.Name = protocol.PairKindNew, name
-		if c != nil && c.op != nil && protocol.HasScope(c.op.scopes, protocol.ScopeAdmin) {
-			// The credential could approve it itself: one step.
+		if c != nil && c.op != nil && protocol.HasScope(c.op.scopes, protocol.ScopeAdmin) && c.mayDecide(protocol.MethodPairApprove) {
+			// The credential could approve it itself (its scope and its
+			// policy allow deciding pairings): one step.
 			rec.Status, rec.NodeID = protocol.PairStatusApproved, "node-"+randomHex(16)
 		}
 		if r.nameTakenSkipLocked(name, "", superseded) {
@@ -684,7 +685,7 @@ func (r *registry) expire() {
 	}
 	if err := r.st.apply(ops...); err != nil {
 		r.mu.Unlock()
-		r.s.log.Error("durable store write failed", "err", err)
+		r.s.storeFailed(err)
 		return
 	}
 	for _, p := range drop {

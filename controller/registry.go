@@ -382,7 +382,7 @@ func (r *registry) flush() {
 	seq := r.st.nextSeq()
 	r.mu.Unlock()
 	if err := r.st.writeSnapshots(seq, recs); err != nil {
-		r.s.log.Error("durable store write failed", "err", err)
+		r.s.storeFailed(err)
 		r.mu.Lock()
 		for _, rec := range recs {
 			if _, ok := r.nodes[rec.ID]; ok {
@@ -499,7 +499,8 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	}
 	a, e := c.s.reg.authenticateNode(p.Auth.Token, adv)
 	if e != nil {
-		c.s.log.Info("node connect refused", "conn", c.id, "reason", e.DomainCode())
+		c.s.log.Info("node connect refused", "conn", c.id, "addr", c.addr, "code", e.Code, "reason", e.DomainCode())
+		c.s.metrics.connects.WithLabelValues(protocol.RoleNode, e.Code).Inc()
 		c.authFailed(e)
 		c.respondErr(id, e)
 		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
@@ -548,7 +549,7 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	// closes c right behind its hello-ok.
 	c.sendJSON(c.s.hello(c, &nodeID))
 	c.eventMu.Unlock()
-	c.s.log.Info("node connected", "conn", c.id, "node", nodeID)
+	c.s.log.Info("node connected", "conn", c.id, "node", nodeID, "addr", c.addr)
 	return true
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/time/rate"
 
+	"lemon/audit"
 	"lemon/protocol"
 )
 
@@ -89,10 +90,23 @@ type Config struct {
 	// auth_rate_limited before its credential is checked.
 	AuthFailureBurst      int
 	AuthFailuresPerMinute float64
-	// Logger receives content-free connection events (default: discard).
+	// Logger receives content-free connection events (default: discard;
+	// docs/OPERATIONS.md, "Logs").
 	Logger *slog.Logger
+	// Audit receives one record per operator request (nil: none). When it
+	// is fail-closed, requests are refused UNAVAILABLE audit_unavailable
+	// while it cannot write, and /readyz answers 503 (docs/OPERATIONS.md).
+	// The caller closes it after Close.
+	Audit *audit.Sink
 	// Now is the clock (default time.Now); tests move it for expiry.
 	Now func() time.Time
+	// ApprovalTimeout bounds how long a request held for approval waits
+	// (default 5 min); MaxPendingApprovals (default 64) and
+	// MaxPendingApprovalsPerPrincipal (default 8) bound the requests held
+	// at once (docs/POLICY.md, "Approvals").
+	ApprovalTimeout                 time.Duration
+	MaxPendingApprovals             int
+	MaxPendingApprovalsPerPrincipal int
 }
 
 // Defaults.
@@ -106,6 +120,11 @@ const (
 	writeTimeout               = 10 * time.Second
 	// MinSessionTTL is the shortest Config.SessionTTL accepted.
 	MinSessionTTL = time.Second
+	// Approval defaults (Config.ApprovalTimeout, MaxPendingApprovals,
+	// MaxPendingApprovalsPerPrincipal).
+	DefaultApprovalTimeout                 = 5 * time.Minute
+	DefaultMaxPendingApprovals             = 64
+	DefaultMaxPendingApprovalsPerPrincipal = 8
 )
 
 // ErrInsecureListen is returned by Serve for a non-loopback listener when
@@ -127,6 +146,9 @@ type Server struct {
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
 	store      *store
+	metrics    *metrics
+	audit      *audit.Sink
+	approvals  *approvalBook
 	guard      *connGuard
 	throttle   *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
@@ -199,6 +221,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.MaxPendingApprovals <= 0 {
+		cfg.MaxPendingApprovals = DefaultMaxPendingApprovals
+	}
+	if cfg.MaxPendingApprovalsPerPrincipal <= 0 {
+		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
+	}
+	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -228,8 +260,11 @@ func New(cfg Config) (*Server, error) {
 		closedCh:   make(chan struct{}),
 		throttle:   newAuthThrottle(cfg.AuthFailuresPerMinute, cfg.AuthFailureBurst, maxAuthFailureAddresses),
 		refusedLog: rate.NewLimiter(rate.Every(time.Second), 1),
+		audit:      cfg.Audit,
 	}
+	s.metrics = newMetrics(s)
 	s.modules.Store(cfg.ModuleSet)
+	s.approvals = newApprovalBook(s)
 	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
 		if s.refusedLog.Allow() {
 			s.log.Warn("unauthenticated connection cap reached; refusing sockets", "refusedTotal", s.guard.refused.Load())
@@ -265,7 +300,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler serves /ws (the WebSocket endpoint) and /healthz.
+// Handler serves /ws (the WebSocket endpoint), /healthz (liveness: 200
+// "ok"), /readyz (readiness: 200 "ready", or 503 naming the failing
+// checks) and /metrics (Prometheus text format); see docs/OPERATIONS.md.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
@@ -274,6 +311,8 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")
 	})
+	mux.HandleFunc("/readyz", s.serveReadyz)
+	mux.Handle("/metrics", s.metricsHandler())
 	return mux
 }
 

@@ -193,6 +193,11 @@ func (s *store) load(bucket string, fn func(key string, value []byte) error) err
 	})
 }
 
+// open reports whether the store can be read (true for a memory store).
+func (s *store) open() bool {
+	return s.db == nil || s.db.View(func(*bolt.Tx) error { return nil }) == nil
+}
+
 func (s *store) close() error {
 	if s.db == nil {
 		return nil

@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"lemon/audit"
 	"lemon/hostcalls"
 	"lemon/protocol"
 )
@@ -46,25 +45,18 @@ type Gate struct {
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
 
-	calls   *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	metrics *hostMetrics
+	sink    *audit.Sink
 }
 
-func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg prometheus.Registerer) *Gate {
+func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg prometheus.Registerer, sink *audit.Sink) *Gate {
 	g := &Gate{
 		ceiling:  map[string]bool{},
 		rules:    rules,
 		logger:   logger,
 		limiters: map[string]*rate.Limiter{},
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lemon_hostcall_total",
-			Help: "Host calls by module, host call and outcome.",
-		}, []string{"module", "hostcall", "outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "lemon_hostcall_duration_seconds",
-			Help:    "Host-call latency by module and host call.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
-		}, []string{"module", "hostcall"}),
+		metrics:  newHostMetrics(reg),
+		sink:     sink,
 	}
 	for _, c := range ceiling {
 		g.ceiling[c] = true
@@ -72,13 +64,13 @@ func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg promet
 			g.ceilingAll = true
 		}
 	}
-	reg.MustRegister(g.calls, g.latency)
 	return g
 }
 
 // effectiveCaps is module-declared ∩ node ceiling ∩ the request's
-// execution context (when it names capabilities).
-func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts bool) map[string]bool {
+// execution context (when it carries one) ∩ the served method's
+// {capability} ∪ uses (docs/POLICY.md, "Node enforcement").
+func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts bool, method map[string]bool) map[string]bool {
 	allowed := map[string]bool{}
 	var fromCtx map[string]bool
 	if ctxRestricts {
@@ -88,7 +80,7 @@ func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts b
 		}
 	}
 	for _, c := range declared {
-		if g.withinCeiling(c) && (fromCtx == nil || fromCtx[c]) {
+		if g.withinCeiling(c) && (fromCtx == nil || fromCtx[c]) && method[c] {
 			allowed[c] = true
 		}
 	}
@@ -142,7 +134,8 @@ var errForbiddenCap = protocol.DomainError(protocol.CodeForbidden, protocol.Doma
 // module runs.
 func (g *Gate) admitMethod(inv *invocation, capability string) *protocol.Error {
 	if !inv.caps[capability] {
-		g.audit(inv, "", "capability_denied")
+		g.metrics.observe(inv.mod.family, "", "capability_denied", 0)
+		g.audit(inv, "", "capability_denied", 0)
 		return errForbiddenCap
 	}
 	return nil
@@ -154,6 +147,19 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 	if hc.Capability != hostcalls.CapNone && !inv.caps[hc.Capability] {
 		g.record(inv, hc.Name, "capability_denied", 0)
 		return nil, errForbiddenCap
+	}
+	if hc.Effect() {
+		// A read_only workspace refuses every effect; a read-class method
+		// makes none, whatever module serves it (a rogue module pinned as
+		// hostinfo calling fs.mkdir).
+		if inv.readOnly {
+			g.record(inv, hc.Name, protocol.DomainWorkspaceReadOnly, 0)
+			return nil, errReadOnlyEffect
+		}
+		if inv.readOnlyMethod {
+			g.record(inv, hc.Name, protocol.DomainReadMethodEffect, 0)
+			return nil, errReadMethodEffect
+		}
 	}
 	// Rate limits never turn a done effect into "nothing was done"
 	// (docs/POLICY.md, "Rate limits"). Once an effect of this invocation
@@ -204,60 +210,6 @@ func outcomeOf(e *protocol.Error) string {
 }
 
 func (g *Gate) record(inv *invocation, hostcall, outcome string, d time.Duration) {
-	g.calls.WithLabelValues(inv.mod.family, hostcall, outcome).Inc()
-	if d > 0 {
-		g.latency.WithLabelValues(inv.mod.family, hostcall).Observe(d.Seconds())
-	}
-	g.audit(inv, hostcall, outcome)
+	g.metrics.observe(inv.mod.family, hostcall, outcome, d)
+	g.audit(inv, hostcall, outcome, d)
 }
-
-// audit emits the content-free host-I/O event: method, host call, safe
-// outcome and count 1. No path, byte, argv, secret name or value.
-func (g *Gate) audit(inv *invocation, hostcall, outcome string) {
-	if g.logger == nil {
-		return
-	}
-	g.logger.LogAttrs(context.Background(), slog.LevelInfo, "execution_node.host_io",
-		slog.String("method", inv.method),
-		slog.String("module", inv.mod.family),
-		slog.String("hostcall", hostcall),
-		slog.String("outcome", outcome),
-		slog.Int("count", 1))
-}
-
-// contextCaps reads the capability list of an execution context, if it
-// names one. A malformed context is refused by the caller. Ambiguous
-// contexts are malformed: a repeated key or a case variant of
-// "capabilities" (encoding/json would let the last one win, or match it
-// without regard to case, where another reader may take the first), and
-// "capabilities": null, which names no list.
-func contextCaps(ec json.RawMessage) (caps []string, restricts bool, err error) {
-	if len(ec) == 0 || string(ec) == "null" {
-		return nil, false, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(ec, &m); err != nil || m == nil {
-		return nil, false, errMalformedContext
-	}
-	if protocol.CheckObjectKeys(ec, nil) != nil {
-		return nil, false, errMalformedContext
-	}
-	for k := range m {
-		if k != "capabilities" && strings.EqualFold(k, "capabilities") {
-			return nil, false, errMalformedContext
-		}
-	}
-	raw, ok := m["capabilities"]
-	if !ok {
-		return nil, false, nil
-	}
-	if string(raw) == "null" {
-		return nil, false, errMalformedContext
-	}
-	if err := json.Unmarshal(raw, &caps); err != nil {
-		return nil, false, err
-	}
-	return caps, true, nil
-}
-
-var errMalformedContext = errors.New("malformed execution context")

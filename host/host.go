@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"lemon/audit"
 	"lemon/host/moduleset"
 	"lemon/hostcalls"
 	"lemon/protocol"
@@ -47,8 +48,11 @@ type Config struct {
 	Tables []hostcalls.Table
 	// Logger receives audit events; nil discards them.
 	Logger *slog.Logger
-	// Registry receives the gate's metrics; nil uses a private registry.
+	// Registry receives the host's metrics (docs/OPERATIONS.md); nil uses
+	// a private registry. Hosts built in turn on one registry share them.
 	Registry prometheus.Registerer
+	// Audit receives one record per host call (nil: none).
+	Audit *audit.Sink
 }
 
 // Host runs modules. It is safe for concurrent use.
@@ -98,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		rc = rc.WithCompilationCache(cache)
 	}
 	h.runtime = wazero.NewRuntimeWithConfig(ctx, rc)
-	h.gate = newGate(cfg.Ceiling, cfg.RateRules, cfg.Logger, cfg.Registry)
+	h.gate = newGate(cfg.Ceiling, cfg.RateRules, cfg.Logger, cfg.Registry, cfg.Audit)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.runtime); err != nil {
 		h.Close(ctx)
 		return nil, fmt.Errorf("host: wasi: %w", err)

@@ -6,7 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lemon/audit"
 	"lemon/host"
 	"lemon/host/moduleset"
 	"lemon/hostcalls/families"
@@ -32,6 +36,11 @@ type HostOptions struct {
 	// are shortened so a base64 chunk fits it.
 	MaxPayload int
 	Logger     *slog.Logger
+	// Registry receives the host's metrics and the node's gauges (pool
+	// instances, active processes); nil keeps them private. Audit receives
+	// one record per host call (nil: none). docs/OPERATIONS.md.
+	Registry prometheus.Registerer
+	Audit    *audit.Sink
 }
 
 // frameOverhead is what a read response needs besides its base64 data.
@@ -57,6 +66,7 @@ func ReadChunkFor(maxPayload int) int {
 type NodeHost struct {
 	o    HostOptions
 	fams *families.Set
+	cur  atomic.Pointer[host.Host] // the newest host, for the gauges
 }
 
 // NewNodeHost builds the families; Close releases them.
@@ -78,7 +88,14 @@ func NewNodeHost(o HostOptions) (*NodeHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NodeHost{o: o, fams: fams}, nil
+	n := &NodeHost{o: o, fams: fams}
+	if o.Registry != nil {
+		if err := o.Registry.Register(newNodeCollector(n)); err != nil {
+			fams.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // Families names the host-call families built into this node.
@@ -109,10 +126,13 @@ func (n *NodeHost) newHost(ctx context.Context, m moduleset.Manifest, modules ma
 		RateRules:         rules,
 		Tables:            n.fams.Tables,
 		Logger:            o.Logger,
+		Registry:          o.Registry,
+		Audit:             o.Audit,
 	})
 	if err != nil {
 		return nil, err
 	}
+	n.cur.Store(h)
 	// Modules load one by one: one that fails verification is refused
 	// alone (its status says why) and the rest of the set serves.
 	h.LoadSet(ctx, m, modules)

@@ -25,7 +25,8 @@ func init() {
 }
 
 const controllerUsage = `usage: lemon controller [--listen ADDR] [--policy controller.toml] [--tls-cert FILE --tls-key FILE]
-                        [--state DIR] [--session-ttl DURATION] [--module-set DIR]
+                        [--state DIR | --memory] [--session-ttl DURATION] [--module-set DIR]
+                        [--log-format text|json] [--log-level LEVEL] [--audit-file FILE [--audit-fail-closed]]
 
 Serves /ws for operators and nodes until SIGINT or SIGTERM.
 
@@ -33,11 +34,21 @@ Serves /ws for operators and nodes until SIGINT or SIGTERM.
   --policy FILE        controller policy TOML file
   --tls-cert, --tls-key  PEM certificate and key: serve wss://
   --state DIR          state directory for the durable registry (default: the policy's state_dir,
-                       else memory only)
+                       else $STATE_DIRECTORY, else $XDG_STATE_HOME/lemon, else /var/lib/lemon
+                       as root, else ~/.local/state/lemon)
+  --memory             keep state in memory only: a restart forgets every paired node
   --session-ttl D      lifetime of a paired node's session, 1s to 168h (default 168h)
   --module-set DIR     pinned module-set directory (default: the policy's module_set, else the set
                        built into this binary; 'lemon modules export DIR' writes that one);
                        SIGHUP re-reads it and re-pins without a restart
+  --log-format F       stderr log format: text (default) or json
+  --log-level L        debug, info (default), warn or error
+  --audit-file FILE    one JSON line per operator request (docs/OPERATIONS.md), rotated at
+                       100 MiB keeping 10 files; - writes to stdout
+  --audit-fail-closed  refuse requests (UNAVAILABLE audit_unavailable) and answer /readyz 503
+                       while the audit file cannot be written
+
+The same listener serves /healthz, /readyz and /metrics (Prometheus).
 
 The operator token comes from LEMON_CONTROL_PLANE_OPERATOR_TOKEN or the policy's [[operators]];
 without one the controller listens on loopback only.
@@ -53,10 +64,16 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	policyFile := fs.String("policy", "", "controller policy TOML file")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate file (serve wss://)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file")
-	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else memory only)")
+	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else $STATE_DIRECTORY, $XDG_STATE_HOME/lemon, /var/lib/lemon as root, ~/.local/state/lemon)")
+	memory := fs.Bool("memory", false, "keep state in memory only (a restart forgets every paired node)")
 	sessionTTL := fs.Duration("session-ttl", 0, "lifetime of a paired node's session, 1s to 168h (default 168h: 7 days); shorten it only to force re-pairing sooner")
 	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
+	obs := addObsFlags(fs, "controller", "info")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := obs.check(); err != nil {
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
 		return 2
 	}
 	if fs.NArg() != 0 {
@@ -82,8 +99,28 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 		pol.TLS = policies.ControllerTLS{CertFile: *tlsCert, KeyFile: *tlsKey}
 	}
-	if *stateDir != "" {
+	if *memory && *stateDir != "" {
+		fmt.Fprintln(stderr, "lemon controller: --memory and --state exclude each other")
+		return 2
+	}
+	switch {
+	case *memory:
+		pol.StateDir = ""
+	case *stateDir != "":
 		pol.StateDir = *stateDir
+	case pol.StateDir == "":
+		// Durable by default (docs/DEPLOY.md, "State directory").
+		dir, err := defaultControllerState(getenv, geteuid())
+		if err != nil {
+			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
+			return 1
+		}
+		pol.StateDir = dir
+	}
+	if pol.StateDir == "" {
+		fmt.Fprintln(stderr, "lemon controller: state in memory only (--memory): a restart forgets every paired node")
+	} else {
+		fmt.Fprintf(stderr, "lemon controller: state in %s\n", pol.StateDir)
 	}
 	if *moduleSet != "" {
 		pol.ModuleSet = *moduleSet
@@ -102,6 +139,12 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	cfg.Version = version.Version
 	cfg.SessionTTL = *sessionTTL
+	cfg.Logger = obs.logger(stderr, obs.logLevel)
+	if cfg.Audit, err = obs.openAudit(); err != nil {
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
+		return 1
+	}
+	defer cfg.Audit.Close()
 	if cfg.ModuleSet == nil {
 		// docs/PROTOCOL.md, "Module set": nodes serve only what the controller pins. Without a
 		// module_set in the policy the controller pins the set built into

@@ -49,7 +49,14 @@ switches to it), so a rebuilt module is picked up with 'kill -HUP PID'.
 
 --log-level sets what reaches stderr (default warn). A module's own
 log records (plugins/sdk/log) are logged at their level: use
---log-level debug or info to see log.Debug or log.Info lines.
+--log-level debug or info to see log.Debug or log.Info lines;
+--log-format json writes them as JSON.
+
+--audit-file FILE writes the controller's record of each request and the
+node's record of each host call to one file (- for stdout), joined by
+invokeId; --audit-fail-closed refuses requests while it cannot be written.
+--metrics-listen ADDR serves the node's /metrics, /healthz and /readyz; the
+controller serves its own on --listen (docs/OPERATIONS.md).
 `
 
 func randomToken(prefix string) string {
@@ -59,6 +66,9 @@ func randomToken(prefix string) string {
 }
 
 func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if nodeUnsupported("lemon dev", stderr) {
+		return 1
+	}
 	fs := flag.NewFlagSet("lemon dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, devUsage) }
@@ -72,7 +82,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.state, "state", "", "node state directory (default: ~/.lemon/dev/NAME)")
 	setDir := fs.String("module-set", "", "module-set directory to pin (default: the set built into this binary)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error: what reaches stderr")
+	obs := addObsFlags(fs, "dev", "")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := obs.check(); err != nil {
+		fmt.Fprintf(stderr, "lemon dev: %v\n", err)
 		return 2
 	}
 	if fs.NArg() != 0 {
@@ -88,7 +103,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stderr, "lemon dev: --log-level must be debug, info, warn or error\n")
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := obs.logger(stderr, level.String())
+	sink, err := obs.openAudit()
+	if err != nil {
+		return fail(err)
+	}
+	defer sink.Close()
+	reg := worker.NewMetricsRegistry()
 
 	m, mods, err := loadModuleSet(*setDir)
 	if err != nil {
@@ -102,14 +123,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fail(err)
 	}
-	pol, cwd, roots, err := effectivePolicy(o)
+	// lemon dev is for trying things in the directory you are in: without
+	// a policy file the cwd is an allowed root too (a plain node grants
+	// home and --allowed-root only); with one, the file's roots bound it.
+	pol, cwd, roots, err := nodeLayers(o, os.Getenv, true)
 	if err != nil {
 		return fail(err)
 	}
-	// lemon dev is for trying things in the directory you are in: the cwd
-	// is an allowed root too (a plain node grants home and --allowed-root
-	// only; the spec's cwd outside home grants nothing).
-	roots = appendRoot(roots, cwd)
 	// State (compilation cache, module cache, store) persists under
 	// ~/.lemon/dev/NAME so a restart does not recompile the modules.
 	state := o.state
@@ -147,6 +167,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		ModuleSet:  pinned,
 		Version:    version.Version,
 		Logger:     log,
+		Audit:      sink,
 	})
 	if err != nil {
 		return fail(err)
@@ -164,7 +185,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	url := "ws://" + ln.Addr().String() + "/ws"
 
 	nh, err := worker.NewNodeHost(worker.HostOptions{Policy: pol, DefaultCwd: cwd, Roots: roots,
-		StateDir: state, MaxPayload: protocol.DefaultMaxPayload, Logger: log})
+		StateDir: state, MaxPayload: protocol.DefaultMaxPayload, Logger: log, Registry: reg, Audit: sink})
 	if err != nil {
 		ln.Close()
 		srv.Close()
@@ -208,6 +229,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fail(err)
 	}
 
+	maddr, err := obs.serveNodeMetrics(ctx, reg, w.Ready, log)
+	if err != nil {
+		ln.Close()
+		srv.Close()
+		return fail(err)
+	}
+	if maddr != nil {
+		fmt.Fprintf(stderr, "lemon dev: node metrics on http://%s/metrics\n", maddr)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -246,16 +276,6 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	fmt.Fprintln(stderr, "lemon dev: stopped")
 	return 0
-}
-
-// appendRoot adds dir unless a root already equals it.
-func appendRoot(roots []string, dir string) []string {
-	for _, r := range roots {
-		if r == dir {
-			return roots
-		}
-	}
-	return append(roots, dir)
 }
 
 // devVaultKey returns the dev node's vault key file, creating a random
