@@ -29,7 +29,8 @@ var (
 	sendErrors = append(readErrors[:len(readErrors):len(readErrors)],
 		hostcalls.Err(protocol.FSError(protocol.DomainResumeMismatch), "the first offset bytes do not have sha256 prefixSha256"),
 		hostcalls.Err(protocol.FSError(protocol.DomainSizeChanged), "the file changed while it was read"),
-		hostcalls.Err(protocol.FSError(protocol.DomainTransferInterrupted), "the data connection failed or ended early"))
+		hostcalls.Err(protocol.FSError(protocol.DomainTransferInterrupted), "the data connection failed or ended early"),
+		hostcalls.Err(errFileLimit, "a file is larger than the execution context's max_file_bytes"))
 	receiveErrors = append(writeErrors[:len(writeErrors):len(writeErrors)],
 		hostcalls.Err(protocol.FSError(protocol.DomainAlreadyExists), "path exists and neither overwrite nor expectedModifiedAtMs allows replacing it"),
 		hostcalls.Err(protocol.FSError(protocol.DomainChecksumMismatch), "the bytes received do not have the sender's sha256; the part file is removed"),
@@ -95,6 +96,11 @@ func hashPrefix(fd int, n int64, h io.Writer, buf []byte) error {
 // connection of ticket (a text hello, then binary messages of at most
 // protocol.TransferChunkBytes) and returns the whole file's sha256.
 func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTransferResult, error) {
+	return f.send(ctx, a, 0)
+}
+
+// send is Send refusing files larger than limit bytes (0: no limit).
+func (f *FS) send(ctx context.Context, a contract.FSSendArgs, limit int64) (*protocol.FSTransferResult, error) {
 	if a.Offset < 0 || a.Offset > protocol.FSMaxOffset {
 		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
 	}
@@ -102,7 +108,7 @@ func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTrans
 		return nil, protocol.InvalidParams("dataTicket", "dataTicket must be 64 lowercase hex digits")
 	}
 	if a.Tree {
-		return f.sendTree(ctx, a)
+		return f.sendTree(ctx, a, limit)
 	}
 	if a.Offset > 0 && !protocol.ValidTransferSecret(a.PrefixSHA256) {
 		return nil, protocol.InvalidParams("prefixSha256", "prefixSha256 (64 lowercase hex digits) is required with an offset")
@@ -129,6 +135,9 @@ func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTrans
 	}
 	defer f.closeFD(fd)
 	size := st.Size
+	if limit > 0 && size > limit {
+		return nil, errFileLimit
+	}
 	if a.Offset > size {
 		return nil, protocol.FSError(protocol.DomainResumeMismatch)
 	}
@@ -215,8 +224,16 @@ func readText(conn *websocket.Conn, v any) error {
 // node.fs.move. Until that rename nothing exists at path; an interrupted
 // put leaves only the part file, which Resume continues.
 func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*protocol.FSTransferResult, error) {
+	return f.receive(ctx, a, 0)
+}
+
+// receive is Receive refusing files larger than limit bytes (0: no limit).
+func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*protocol.FSTransferResult, error) {
 	if a.Tree {
-		return f.receiveTree(ctx, a)
+		return f.receiveTree(ctx, a, limit)
+	}
+	if limit > 0 && a.Size > limit {
+		return nil, errFileLimit
 	}
 	switch {
 	case a.Size < 0 || a.Size > protocol.FSMaxOffset:
@@ -421,22 +438,40 @@ func (f *FS) commitPart(t *target, part string, a contract.FSReceiveArgs) error 
 	return nil
 }
 
-func (f *FS) hcSend(ctx context.Context, _ hostcalls.Call, a contract.FSSendArgs) (protocol.FSTransferResult, error) {
+// hcSend and hcReceive run on the request's workspace view (FS.For), like
+// every fs host call, and apply its max_file_bytes to each file moved.
+func (fs *FS) hcSend(ctx context.Context, call hostcalls.Call, a contract.FSSendArgs) (protocol.FSTransferResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return protocol.FSTransferResult{}, protocol.AsError(err)
+	}
+	defer release()
 	var r *protocol.FSTransferResult
-	var err error
-	datadial.RunBulk(func() { r, err = f.Send(ctx, a) })
+	datadial.RunBulk(func() { r, err = f.send(ctx, a, fileLimit(call)) })
 	if err != nil {
 		return protocol.FSTransferResult{}, protocol.AsError(err)
 	}
 	return *r, nil
 }
 
-func (f *FS) hcReceive(ctx context.Context, _ hostcalls.Call, a contract.FSReceiveArgs) (protocol.FSTransferResult, error) {
+func (fs *FS) hcReceive(ctx context.Context, call hostcalls.Call, a contract.FSReceiveArgs) (protocol.FSTransferResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return protocol.FSTransferResult{}, protocol.AsError(err)
+	}
+	defer release()
 	var r *protocol.FSTransferResult
-	var err error
-	datadial.RunBulk(func() { r, err = f.Receive(ctx, a) })
+	datadial.RunBulk(func() { r, err = f.receive(ctx, a, fileLimit(call)) })
 	if err != nil {
 		return protocol.FSTransferResult{}, protocol.AsError(err)
 	}
 	return *r, nil
+}
+
+// fileLimit is the request context's max_file_bytes (0: none).
+func fileLimit(call hostcalls.Call) int64 {
+	if call == nil {
+		return 0
+	}
+	return call.Invocation().Authority.MaxFileBytes
 }

@@ -40,7 +40,7 @@ func writeJSON(conn *websocket.Conn, v any) error {
 // contents) and each regular file, in name order. Symlinks and special
 // files are not sent. Descriptors are opened relative to their parent
 // with O_NOFOLLOW, beneath the resolved root.
-func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTransferResult, error) {
+func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs, limit int64) (*protocol.FSTransferResult, error) {
 	if a.Offset != 0 {
 		return nil, protocol.InvalidParams("offset", "a tree transfer has no offset")
 	}
@@ -67,7 +67,14 @@ func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs) (*protocol.FST
 	defer f.closeFD(rfd)
 	var files, total int64
 	if err := f.walkTree(rfd, "", 0, func(int, string, *unix.Stat_t) error { return nil },
-		func(_ int, _ string, st *unix.Stat_t) error { files++; total += st.Size; return nil }); err != nil {
+		func(_ int, _ string, st *unix.Stat_t) error {
+			if limit > 0 && st.Size > limit {
+				return errFileLimit
+			}
+			files++
+			total += st.Size
+			return nil
+		}); err != nil {
 		return nil, err
 	}
 	if _, err := unix.Seek(rfd, 0, io.SeekStart); err != nil { // the pre-walk read the root to its end
@@ -93,7 +100,7 @@ func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs) (*protocol.FST
 		}
 		defer f.closeFD(fd)
 		var fst unix.Stat_t
-		if err := unix.Fstat(fd, &fst); err != nil || !isReg(&fst) {
+		if err := unix.Fstat(fd, &fst); err != nil || !isReg(&fst) || limit > 0 && fst.Size > limit {
 			return protocol.FSError(protocol.DomainSizeChanged)
 		}
 		if err := writeJSON(conn, protocol.TransferEntry{Name: name, Size: fst.Size, Mode: fst.Mode & 0o7777, MtimeMs: mtimeMs(&fst)}); err != nil {
@@ -228,7 +235,7 @@ func recvBytes(conn *websocket.Conn, fd int, off, size int64, h hash.Hash, buf [
 // sha256 and moved into place (replacing an existing file only with
 // overwrite). The first failure ends the transfer; files already moved
 // into place stay (each was verified).
-func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs) (*protocol.FSTransferResult, error) {
+func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*protocol.FSTransferResult, error) {
 	if a.Size != 0 || a.Mode != 0 || a.MtimeMs != 0 || a.ExpectedModifiedAtMs != 0 || a.Resume {
 		return nil, protocol.InvalidParams("tree", "a tree put takes no size, mode, mtimeMs, expectedModifiedAtMs or resume")
 	}
@@ -266,6 +273,10 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs) (*protoc
 		if !protocol.ValidTreeName(e.Name) || e.Size < 0 || e.Size > protocol.FSMaxOffset || e.Mode > 0o7777 ||
 			e.MtimeMs < 0 || e.MtimeMs > protocol.FSMaxOffset {
 			return nil, protocol.InvalidParams("data", "malformed tree entry").WithRetry(true, true)
+		}
+		if limit > 0 && e.Size > limit {
+			// A fresh error: errFileLimit is shared.
+			return nil, protocol.DomainError(errFileLimit.Code, errFileLimit.DomainCode(), errFileLimit.Message).WithRetry(false, true)
 		}
 		p := root.Path + "/" + e.Name
 		if e.Dir {
