@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"lemon/client/transfer"
+	"lemon/hostcalls/datadial"
 	"lemon/protocol"
 )
 
@@ -48,7 +49,8 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 				dst = filepath.Join(dst, path.Base(st.Path))
 			}
 			prog.start(st.Size, 1)
-			_, err := tc.Get(ctx, src, dst, o)
+			var err error
+			datadial.RunBulk(func() { _, err = tc.Get(ctx, src, dst, o) })
 			return transferError(err, dst)
 		}
 		fi, err := os.Stat(src)
@@ -59,7 +61,7 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 			return errors.New("the local path is a directory: pass -r to copy a tree")
 		}
 		prog.start(fi.Size(), 1)
-		_, err = tc.Put(ctx, src, dst, o)
+		datadial.RunBulk(func() { _, err = tc.Put(ctx, src, dst, o) })
 		return transferError(err, "")
 	}
 	if cmd == "get" {
