@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -45,7 +46,16 @@ func (c *Conn) DialData(ctx context.Context, secret string) (*websocket.Conn, er
 		resp.Body.Close()
 	}
 	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return nil, &DialError{URL: redactURL(u.String()), Reason: "no transfer request waits for this data connection", Err: ErrNoTransfer}
+		}
 		return nil, newDialError(u.String(), resp, err)
 	}
 	return ws, nil
 }
+
+// ErrNoTransfer (in a *DialError) says the controller had no transfer
+// request for the key within protocol.TransferWaitMs: the request failed,
+// or is still held (for an approval), and the dial may be repeated while
+// it is pending.
+var ErrNoTransfer = errors.New("no transfer request waits for this key")

@@ -99,9 +99,32 @@ func (c *Client) start(ctx context.Context, method string, params map[string]any
 		}
 		res <- callResult{p, err}
 	}()
-	ws, err := c.Conn.DialData(dctx, secret)
-	cancelDial()
-	if err != nil {
+	// The request may be held before it is routed (an approval): while it
+	// is pending, a dial the controller answered "no such transfer" is
+	// repeated.
+	for {
+		ws, err := c.Conn.DialData(dctx, secret)
+		if err == nil {
+			cancelDial()
+			return ws, res, nil
+		}
+		if errors.Is(err, client.ErrNoTransfer) && dctx.Err() == nil {
+			select {
+			case r := <-res:
+				res <- r // put back for finish; a success without a data connection is an error below
+				if r.err != nil {
+					cancelDial()
+					return nil, nil, r.err
+				}
+			default:
+				select { // a refusal at once (the controller's bound on waiting sockets) is not retried hot
+				case <-time.After(100 * time.Millisecond):
+				case <-dctx.Done():
+				}
+				continue
+			}
+		}
+		cancelDial()
 		// The request's own error says more than the dial's.
 		select {
 		case r := <-res:
@@ -114,7 +137,6 @@ func (c *Client) start(ctx context.Context, method string, params map[string]any
 		}
 		return nil, nil, err
 	}
-	return ws, res, nil
 }
 
 // finish waits for the request's result.
