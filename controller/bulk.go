@@ -135,7 +135,7 @@ func trimJSON(b []byte) []byte {
 	return b
 }
 
-// claimCaller waits up to TransferWaitMs for the request of key to be
+// claimCaller waits up to TransferCallerWaitMs for the request of key to be
 // registered (the caller may dial before its request is routed) and claims
 // its caller side. nil: no such request, or already claimed.
 func (th *transferHub) claimCaller(ctx context.Context, key string) *rendezvous {
@@ -151,7 +151,7 @@ func (th *transferHub) claimCaller(ctx context.Context, key string) *rendezvous 
 		th.waiting--
 		th.mu.Unlock()
 	}()
-	timer := time.NewTimer(protocol.TransferWaitMs * time.Millisecond)
+	timer := time.NewTimer(protocol.TransferCallerWaitMs * time.Millisecond)
 	defer timer.Stop()
 	for {
 		th.mu.Lock()
@@ -237,6 +237,7 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		released(ws)
 		rv.caller <- ws // buffered 1, and the side was claimed once
 		return
 	}
@@ -249,6 +250,7 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	released(ws)
 	defer ws.Close()
 	timer := time.NewTimer(protocol.TransferWaitMs * time.Millisecond)
 	defer timer.Stop()
@@ -267,6 +269,15 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 	defer th.untrack(ws)
 	defer th.untrack(cw)
 	relay(cw, ws, rv.done)
+}
+
+// released frees a data socket's unauthenticated slot (connGuard): its
+// key or ticket matched a request in flight, which authenticates it, and
+// a long transfer must not hold a slot meant for handshakes.
+func released(ws *websocket.Conn) {
+	if g := guardedOf(ws.NetConn()); g != nil {
+		g.authenticated()
+	}
 }
 
 // relay pipes messages both ways until one side ends (its close is

@@ -32,10 +32,15 @@ const (
 	// which the controller added to the request as dataTicket.
 	HeaderTransferTicket = "Lemon-Transfer-Ticket"
 
-	// TransferWaitMs is how long the controller holds one side of a data
-	// connection for the other, and how long a request waits for its data
-	// connection, in milliseconds.
+	// TransferWaitMs is how long the controller holds a node's data
+	// connection for the caller's, and how long a node waits to open its
+	// data connection, in milliseconds.
 	TransferWaitMs = 10000
+	// TransferCallerWaitMs is how long the controller holds a caller's data
+	// connection, before the upgrade, for its request to be routed (ms;
+	// under the controller's handshake timeout). A request held longer (an
+	// approval) gets 404; the caller dials again while it is pending.
+	TransferCallerWaitMs = 5000
 	// TransferDeadlineMs is the declared deadline of a transfer request: one
 	// request moves one whole file (or the rest of one, with resume).
 	TransferDeadlineMs = 3_600_000

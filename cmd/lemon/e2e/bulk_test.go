@@ -24,6 +24,7 @@ import (
 
 	"lemon/client"
 	"lemon/client/transfer"
+	"lemon/protocol"
 )
 
 // Issue 14's tests (docs/FS.md, "Transfers"): lemon fs get and put over
@@ -552,4 +553,35 @@ func TestBulkTree10000(t *testing.T) {
 	}
 	t.Logf("get -r of 10,000 files: %v", time.Since(t0))
 	sameTree(t, "get -r", readTree(t, back), want)
+}
+
+// TestBulkPutHeldForApproval: a put whose request is held for an approval
+// longer than the controller holds a caller's data socket (TransferCallerWaitMs) still
+// completes once approved: the CLI dials its data connection again while
+// the request is pending, and one approval covers the whole file.
+func TestBulkPutHeldForApproval(t *testing.T) {
+	c, ops := authorityCluster(t, "[limits]\napproval_timeout_ms = 120000\n", map[string]string{
+		"dev":  "scopes = [\"operator.admin\"]\n[operators.policy]\nrequire_approval = [\"node.fs.transfer.put\"]",
+		"lead": "scopes = [\"operator.approvals\"]",
+	})
+	m := c.newMachine("worker-1", "")
+	c.join(m)
+	dev, lead := ops["dev"], ops["lead"]
+	src := filepath.Join(dev.home, "src.bin")
+	want := pseudoRandomFile(t, src, 3<<20)
+	p := start(t, "held put", dev.home, env(dev.home, "LEMON_OPERATOR_TOKEN="+dev.token),
+		"fs", "--controller", dev.url, "put", "worker-1", src, "held.bin")
+	id := p.waitFor(t, approvalIDRE, callWait)[1]
+	time.Sleep(protocol.TransferCallerWaitMs*time.Millisecond + time.Second)
+	mustNotExist(t, filepath.Join(m.cwd, "held.bin"))
+	if r := run(t, lead.home, env(lead.home, "LEMON_OPERATOR_TOKEN="+lead.token), nil,
+		"approvals", "--controller", lead.url, "approve", id); r.code != 0 {
+		t.Fatalf("approve: %d %s", r.code, r.stderr)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("held put: exit %d\n%s", code, p.output())
+	}
+	if got := fileSHA256(t, filepath.Join(m.cwd, "held.bin")); got != want {
+		t.Fatalf("held put: sha256 %s, want %s", got, want)
+	}
 }
