@@ -101,7 +101,7 @@ func TestUISecurityHeadersOnEveryAnswer(t *testing.T) {
 			t.Errorf("%s: CSP allows inline script: %q", path, csp)
 		}
 		if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" ||
-			h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
+			h.Get("Referrer-Policy") != "same-origin" || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: headers %v", path, h)
 		}
 	}

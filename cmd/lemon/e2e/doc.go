@@ -39,6 +39,18 @@
 //     with stdin from /dev/null refuses (exit 1) without --yes; SIGINT
 //     makes `lemon call` and `lemon run` exit 130 and the node stops the
 //     run (issue 13).
+//   - TestConsoleInBrowser: the web console (docs/CONSOLE.md) in a real
+//     headless Chromium driven with chromedp against `lemon dev --operators`:
+//     log in and see the live dev node, whose name `<img src=x
+//     onerror=alert(1)>` renders as text (no img element, no dialog); node
+//     detail with live node.host.info and its audit records; Overview
+//     charts; Module set; the Audit tail filtered; a node joining with a
+//     pairing-only token is approved in the Pairings page and comes online;
+//     the approve POST without (or with a wrong) CSRF token is refused 403;
+//     a read-only login sees no approve or reject control and its direct
+//     POSTs with a valid CSRF token are refused 403. A PNG of each page is
+//     saved ($LEMON_CONSOLE_SCREENSHOTS, else a temporary directory). Without
+//     chromium it skips, unless CI is set (issue 16).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:
