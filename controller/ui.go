@@ -133,6 +133,10 @@ func (cs *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		if strings.HasSuffix(p, "/") { // no directory listings
+			http.NotFound(w, r)
+			return
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = strings.TrimPrefix(p, "/static")
 		cs.files.ServeHTTP(w, r2)

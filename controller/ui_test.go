@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -119,6 +120,9 @@ func TestUISecurityHeadersOnEveryAnswer(t *testing.T) {
 		if strings.Contains(body, "<script>") || regexp.MustCompile(`<script[^>]*>[^<]`).MatchString(body) {
 			t.Errorf("%s: inline script in page", p)
 		}
+	}
+	if resp, _ := b.get("/ui/static/"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("static directory listing: %d", resp.StatusCode)
 	}
 	resp, _ := b.get("/ui/static/app.js")
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/javascript") {
@@ -378,5 +382,72 @@ func TestUIAuditTailSeesConsoleRequests(t *testing.T) {
 	_, body = b.get("/ui/api/audit?method=node.host.info&principal=reader")
 	if body != "{\"records\":[]}\n" {
 		t.Fatalf("filtered tail: %s", body)
+	}
+}
+
+// addUINodes puts n offline paired nodes named web-00000… into the
+// registry (as a restarted controller loads them from its store).
+func addUINodes(s *Server, n int) {
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("node-%032x", i)
+		name := fmt.Sprintf("web-%05d", i)
+		s.reg.nodes[id] = &nodeEntry{rec: nodeRecord{ID: id, Name: name, Identity: protocol.NodeIdentityPaired,
+			LastSeenAtMs: 1, ModuleSetDigest: strings.Repeat("ab", 32), Capabilities: []string{"read"},
+			Client: &protocol.ConnectClient{ID: "lemon-node", Version: "2026.11.0"},
+			Modules: []protocol.ModuleStatus{{Family: "fs", Version: "1", SHA256: strings.Repeat("cd", 32), State: "loaded"}}}}
+		s.reg.names[name] = id
+	}
+}
+
+var uiRowRE = regexp.MustCompile(`<tr data-node-id="node-[0-9a-f]+">`)
+
+func TestUINodesPageAt10000Nodes(t *testing.T) {
+	ts := startServer(t, testConfig())
+	addUINodes(ts.Server, 10000)
+	connectNode(t, ts.url, nodeToken, protocol.NodeAdvertise{}, echoHandler)
+	b := newUIBrowser(t, ts)
+	mustLogin(t, b, adminToken)
+	_, body := b.get("/ui/nodes")
+	if n := len(uiRowRE.FindAllString(body, -1)); n != uiNodesPerPage || !strings.Contains(body, "10002 known, 1 online; 10002 match.") ||
+		!strings.Contains(body, "Page 1 of 201") {
+		t.Fatalf("first page: %d rows\n%.2000s", n, body)
+	}
+	_, body = b.get("/ui/nodes?page=201")
+	if n := len(uiRowRE.FindAllString(body, -1)); n != 2 || !strings.Contains(body, ">worker-1<") || !strings.Contains(body, ">worker-2<") {
+		t.Fatalf("last page: %d rows", n)
+	}
+	_, body = b.get("/ui/nodes?page=202") // past the end: the last page
+	if !strings.Contains(body, "Page 201 of 201") {
+		t.Fatal("page past the end")
+	}
+	_, body = b.get("/ui/nodes?q=WEB-0999&state=offline")
+	if n := len(uiRowRE.FindAllString(body, -1)); n != 10 || !strings.Contains(body, "10 match.") || !strings.Contains(body, ">web-09995<") {
+		t.Fatalf("search: %d rows", n)
+	}
+	_, body = b.get("/ui/nodes?state=online")
+	if n := len(uiRowRE.FindAllString(body, -1)); n != 1 || !strings.Contains(body, ">worker-1<") {
+		t.Fatalf("online: %d rows", n)
+	}
+}
+
+// BenchmarkUINodesPage10000 renders a filtered Nodes page over 10,000
+// nodes (docs/BENCHMARKS.md).
+func BenchmarkUINodesPage10000(b *testing.B) {
+	s, err := New(testConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	addUINodes(s, 10000)
+	sess := &uiSession{operator: "admin", scopes: []string{protocol.ScopeAdmin}, csrf: "x"}
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		s.ui.nodesPage(rec, httptest.NewRequest("GET", "/ui/nodes?q=web-0&state=offline&page=3", nil), sess)
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
 	}
 }
