@@ -395,7 +395,7 @@ func addUINodes(s *Server, n int) {
 		name := fmt.Sprintf("web-%05d", i)
 		s.reg.nodes[id] = &nodeEntry{rec: nodeRecord{ID: id, Name: name, Identity: protocol.NodeIdentityPaired,
 			LastSeenAtMs: 1, ModuleSetDigest: strings.Repeat("ab", 32), Capabilities: []string{"read"},
-			Client: &protocol.ConnectClient{ID: "lemon-node", Version: "2026.11.0"},
+			Client:  &protocol.ConnectClient{ID: "lemon-node", Version: "2026.11.0"},
 			Modules: []protocol.ModuleStatus{{Family: "fs", Version: "1", SHA256: strings.Repeat("cd", 32), State: "loaded"}}}}
 		s.reg.names[name] = id
 	}
