@@ -236,6 +236,11 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Log in and see the live dev node, whose name is markup: it renders
 	// as text.
+	must(t, ctx, "login page", chromedp.Navigate(d.base+"/ui/nodes"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	if u := eval[string](t, ctx, `location.pathname`); u != "/ui/login" {
+		t.Fatalf("without a session /ui/nodes went to %s", u)
+	}
+	shoot(t, ctx, shots, "login")
 	login(t, ctx, d.base, d.token)
 	waitTrue(t, ctx, d.base+"/ui/nodes",
 		fmt.Sprintf(`!!document.querySelector('tr[data-node-id=%q] .state .ok')`, d.nodeID), time.Minute)
@@ -338,8 +343,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		if strings.Contains(eval[string](t, ctx, `document.body.textContent`), code3) {
 			t.Fatalf("reader sees the pairing code on %s", p)
 		}
+		if p == "/ui/pairings" {
+			shoot(t, ctx, shots, "reader-pairings")
+		}
 	}
-	shoot(t, ctx, shots, "reader-pairings")
 	csrf := eval[string](t, ctx, `document.querySelector("form.logout input[name=csrf]").value`)
 	for _, p := range []string{"/ui/pairings/approve", "/ui/pairings/reject"} {
 		if st := postStatus(t, ctx, p, map[string]string{"pairingId": code3, "csrf": csrf}); st != 403 {
