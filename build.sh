@@ -2,11 +2,17 @@
 # build.sh           build the module set (plugins/* → wasip1 reactors + manifest) and bin/lemon
 # build.sh test      build, then vet and run every test
 # build.sh bench     build, then run the benchmarks
+# build.sh dist      build, then cross-build static binaries into dist/ with SHA256SUMS
 set -euo pipefail
 cd "$(dirname "$0")"
 
 SET=host/moduleset/defaultset/set
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+# Binaries are static: no libc at run time, so one file runs on any Linux
+# (or macOS) of its architecture (docs/DEPLOY.md, "Install").
+export CGO_ENABLED=0
+# The operator side builds for these; the node runs on Linux only.
+PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
 
 build_modules() {
   # Build into a scratch directory and swap the files in at the end, so a
@@ -61,6 +67,36 @@ build_binary() {
   go build -trimpath -o bin/lemon ./cmd/lemon
 }
 
+# check_static fails unless bin/lemon was built without cgo and has no ELF
+# interpreter (a dynamically linked binary names ld.so there).
+check_static() {
+  go version -m bin/lemon | grep -q 'CGO_ENABLED=0' || { echo "build.sh: bin/lemon was built with cgo" >&2; return 1; }
+  if command -v readelf >/dev/null && readelf -l bin/lemon 2>/dev/null | grep -q 'INTERP'; then
+    echo "build.sh: bin/lemon is dynamically linked" >&2
+    return 1
+  fi
+}
+
+# cross_check builds ./cmd/lemon for every platform and discards the result.
+cross_check() {
+  local p
+  for p in $PLATFORMS; do
+    GOOS=${p%/*} GOARCH=${p#*/} go build -trimpath -o /dev/null ./cmd/lemon
+  done
+}
+
+# dist cross-builds dist/lemon-OS-ARCH for every platform, plus SHA256SUMS.
+dist() {
+  local p out
+  rm -rf dist
+  mkdir -p dist
+  for p in $PLATFORMS; do
+    out="dist/lemon-${p%/*}-${p#*/}"
+    GOOS=${p%/*} GOARCH=${p#*/} go build -trimpath -o "$out" ./cmd/lemon
+  done
+  (cd dist && if command -v sha256sum >/dev/null; then sha256sum lemon-*; else shasum -a 256 lemon-*; fi >SHA256SUMS)
+}
+
 case "${1:-build}" in
   build)
     build_modules
@@ -70,6 +106,9 @@ case "${1:-build}" in
   test)
     build_modules
     build_binary
+    go mod tidy -diff
+    check_static
+    cross_check
     go vet ./...
     GOOS=wasip1 GOARCH=wasm go vet ./plugins/... ./examples/...
     go test -count=1 -timeout 12m "${@:2}" ./...
@@ -79,8 +118,14 @@ case "${1:-build}" in
     build_binary
     go test -run '^$' -bench "${2:-.}" -benchtime "${BENCHTIME:-1s}" ./...
     ;;
+  dist)
+    build_modules
+    build_sdk
+    dist
+    echo "build.sh: wrote dist/ ($(cd dist && echo lemon-*)) and dist/SHA256SUMS"
+    ;;
   *)
-    echo "usage: ./build.sh [build|test|bench]" >&2
+    echo "usage: ./build.sh [build|test|bench|dist]" >&2
     exit 2
     ;;
 esac

@@ -61,12 +61,21 @@ type Options struct {
 	// OnEvent receives every event frame, in order, on the reader
 	// goroutine. It must return quickly (start a goroutine for real work).
 	OnEvent func(protocol.Event)
+	// ExecutionContext, when set (a JSON object), is sent as the
+	// executionContext member of every request: it narrows the context the
+	// controller builds for each (docs/POLICY.md, "Narrowing a request's
+	// context").
+	ExecutionContext json.RawMessage
 	// ReadLimit is the largest frame accepted from the controller, in
 	// bytes. 0 means the controller's maxPayload plus EnvelopeSlack, at
 	// most MaxReadLimit.
 	ReadLimit int64
 	// Dialer defaults to a websocket.Dialer with a 10 s handshake timeout.
 	Dialer *websocket.Dialer
+	// CAFile is a PEM bundle trusted for wss:// besides the system roots.
+	// Empty means $LEMON_CA_FILE (EnvCAFile); when both are empty only the
+	// system roots are trusted. It replaces the Dialer's RootCAs.
+	CAFile string
 	// Header is sent with the upgrade request.
 	Header http.Header
 	// HandshakeTimeout bounds dial plus connect/hello-ok (default 15 s).
@@ -133,15 +142,23 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if d == nil {
 		d = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	}
+	d, err := withCA(d, url, opts.CAFile)
+	if err != nil {
+		return nil, &DialError{URL: redactURL(url), Reason: err.Error(), Err: err}
+	}
 	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
 	defer cancel()
 
 	ws, resp, err := d.DialContext(hctx, url, opts.Header)
+	var dialErr *DialError
+	if err != nil {
+		dialErr = newDialError(url, resp, err)
+	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
-		return nil, newDialError(url, resp, err)
+		return nil, dialErr
 	}
 	// Make the handshake honour ctx and the handshake timeout.
 	stop := context.AfterFunc(hctx, func() { ws.SetReadDeadline(time.Unix(1, 0)) })
@@ -347,6 +364,10 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 	id := "r" + strconv.FormatUint(c.nextID.Add(1), 10)
 	frame, err := requestFrame(id, method, raw, marshalled)
+	if err == nil && len(c.opts.ExecutionContext) > 0 {
+		frame, err = json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: id, Method: method, Params: raw,
+			ExecutionContext: c.opts.ExecutionContext})
+	}
 	if err != nil {
 		return nil, protocol.InvalidParams("", "params are not valid JSON")
 	}

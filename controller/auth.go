@@ -9,15 +9,19 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
-// OperatorCredential is one operator token, held only as its SHA-256, and
-// the operator scopes it grants (operator.admin implies the others).
+// OperatorCredential is one operator token, held only as its SHA-256, the
+// operator scopes it grants (operator.admin implies the others), and its
+// authority (docs/POLICY.md, "Operator policies"): nil is full_access.
+// Name is the principal of every request made with it.
 type OperatorCredential struct {
 	Name      string
 	TokenHash [32]byte
 	Scopes    []string
+	Policy    *authority.OperatorPolicy
 }
 
 // NodeCredential is one interim node token (held as its SHA-256) bound to
@@ -49,6 +53,7 @@ type operatorEntry struct {
 	name    string
 	hash    [32]byte
 	scopes  []string
+	policy  authority.OperatorPolicy
 	limiter *rate.Limiter // nil: unlimited
 }
 
@@ -60,17 +65,29 @@ type authenticator struct {
 func newAuthenticator(ops []OperatorCredential, nodes []NodeCredential, lim func() *rate.Limiter) (*authenticator, error) {
 	a := &authenticator{}
 	seen := map[[32]byte]bool{}
+	principals := map[string]bool{}
 	for _, o := range ops {
 		if seen[o.TokenHash] {
 			return nil, fmt.Errorf("controller: operator credential %q repeats another token", o.Name)
 		}
 		seen[o.TokenHash] = true
+		// The name is the principal of the entry's requests (approvals,
+		// run ownership): two entries may not share one.
+		if principals[o.Name] {
+			return nil, fmt.Errorf("controller: operator credential name %q repeats another (the %s environment token is named %q)",
+				o.Name, EnvOperatorToken, "env")
+		}
+		principals[o.Name] = true
 		for _, sc := range o.Scopes {
 			if !isOperatorScope(sc) {
 				return nil, fmt.Errorf("controller: operator credential %q: unknown scope", o.Name)
 			}
 		}
-		e := &operatorEntry{name: o.Name, hash: o.TokenHash, scopes: append([]string(nil), o.Scopes...)}
+		e := &operatorEntry{name: o.Name, hash: o.TokenHash, scopes: append([]string(nil), o.Scopes...),
+			policy: authority.FullAccessOperator()}
+		if o.Policy != nil {
+			e.policy = *o.Policy
+		}
 		if lim != nil {
 			e.limiter = lim()
 		}

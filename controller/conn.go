@@ -554,7 +554,7 @@ func (c *conn) handleFrame(data []byte) bool {
 		if c.role == protocol.RoleNode {
 			c.handleNodeRequest(id, req.Method, req.Params, len(data))
 		} else {
-			c.handleOperatorRequest(id, req.Method, req.Params)
+			c.handleOperatorRequest(id, req.Method, req.Params, req.ExecutionContext)
 		}
 	}()
 	return true
@@ -674,7 +674,8 @@ func (s *Server) hello(c *conn, nodeID *string) any {
 		}
 		return nh
 	}
-	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved}}
+	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved,
+		protocol.EventApprovalRequested, protocol.EventApprovalResolved}}
 	return h
 }
 

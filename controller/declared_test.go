@@ -235,6 +235,13 @@ func TestModuleSetRefusesBadDeclarations(t *testing.T) {
 			[]string{"family"}},
 		{"family with a control character", map[string][]moduleset.Method{"x\x1b": {{Name: "node.kv.get", Version: 1, Capability: "kv"}}},
 			[]string{"family"}},
+		{"uses all", map[string][]moduleset.Method{"kv": {{Name: "node.kv.get", Version: 1, Capability: "kv", Uses: []string{"all"}}}},
+			[]string{"node.kv.get", "uses: a malformed capability"}},
+		{"uses its own capability", map[string][]moduleset.Method{"kv": {{Name: "node.kv.get", Version: 1, Capability: "kv", Uses: []string{"kv"}}}},
+			[]string{"node.kv.get", "uses: a capability given twice"}},
+		{"uses one past its bound", map[string][]moduleset.Method{"kv": {{Name: "node.kv.get", Version: 1, Capability: "kv",
+			Uses: []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"}}}},
+			[]string{"node.kv.get", "uses: at most 16"}},
 	}
 	for _, c := range cases {
 		var m moduleset.Manifest

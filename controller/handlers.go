@@ -23,6 +23,8 @@ var controllerMethods = map[string]string{
 	protocol.MethodPairReject:       protocol.ScopeApprovals,
 	protocol.MethodPairList:         protocol.ScopeApprovals,
 	protocol.MethodConnectChallenge: protocol.ScopePairing,
+	protocol.MethodApprovalList:     protocol.ScopeApprovals,
+	protocol.MethodApprovalDecide:   protocol.ScopeApprovals,
 }
 
 // statusOverhead is kept free in a node.modules.status response for the
@@ -61,13 +63,33 @@ func (c *conn) requireScope(id, scope string) bool {
 	return false
 }
 
-// handleOperatorRequest serves one request of a connected operator.
-func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) {
+// handleOperatorRequest serves one request of a connected operator. ec is
+// the req frame's executionContext (docs/POLICY.md, "Narrowing a
+// request's context"), or nil.
+func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessage) {
 	if scope, ok := controllerMethods[method]; ok {
 		if !c.requireScope(id, scope) {
 			return
 		}
+		if !c.authorizeController(id, method, ec) {
+			return
+		}
 		switch method {
+		case protocol.MethodApprovalList:
+			var p protocol.ApprovalListParams
+			if e := protocol.DecodeParams(params, &p); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			c.respond(id, c.s.approvals.list())
+		case protocol.MethodApprovalDecide:
+			var p protocol.ApprovalDecideParams
+			if e := protocol.DecodeParams(params, &p); e != nil {
+				c.respondErr(id, e)
+				return
+			}
+			res, e := c.s.approvals.decide(c, p)
+			c.reply(id, res, e)
 		case protocol.MethodNodeList:
 			var p protocol.NodeListParams
 			if e := protocol.DecodeParams(params, &p); e != nil {
@@ -92,7 +114,7 @@ func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) 
 			}
 			c.respond(id, d)
 		case protocol.MethodNodeInvoke:
-			c.genericInvoke(id, params)
+			c.genericInvoke(id, params, ec)
 		case protocol.MethodModulesStatus:
 			var p protocol.ModulesStatusParams
 			if e := protocol.DecodeParams(params, &p); e != nil {
@@ -121,7 +143,7 @@ func (c *conn) handleOperatorRequest(id, method string, params json.RawMessage) 
 	if !c.requireScope(id, spec.Scope) {
 		return
 	}
-	c.routeNodeMethod(id, spec, params)
+	c.routeNodeMethod(id, spec, params, ec)
 }
 
 // routes is the current route table: the pinned set's declarations, or
@@ -136,7 +158,7 @@ func (s *Server) routes() methodTable {
 // genericInvoke serves node.invoke {nodeId, method, args}: args are the
 // inner method's params; nodeId is added to them when absent and must
 // match when present. Methods marked NoGenericInvoke are refused.
-func (c *conn) genericInvoke(id string, params json.RawMessage) {
+func (c *conn) genericInvoke(id string, params, ec json.RawMessage) {
 	var p protocol.NodeInvokeParams
 	if e := protocol.DecodeParams(params, &p); e != nil {
 		c.respondErr(id, e)
@@ -191,7 +213,7 @@ func (c *conn) genericInvoke(id string, params json.RawMessage) {
 		b.Write(rest)
 		args = b.Bytes()
 	}
-	c.routeNodeMethod(id, spec, args)
+	c.routeNodeMethod(id, spec, args, ec)
 }
 
 // handleNodeRequest serves one request of a connected node.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lemon/host/moduleset"
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
@@ -24,6 +25,30 @@ type routeSpec struct {
 	// Pure is true for a declared pure read (protocol.RetryRead).
 	Pure   bool
 	Params *protocol.Schema
+	// Capability and Uses are the declared capability and the further
+	// capabilities the method's host calls need (abi.MethodSpec); a call
+	// carries {Capability} ∪ Uses in its execution context.
+	Capability string
+	Uses       []string
+}
+
+// builtinCapability is the capability of a built-in family's method when
+// no set is pinned (the same as the families' manifests declare).
+func builtinCapability(name string) string {
+	switch protocol.MethodFamily(name) {
+	case "host":
+		return "hostinfo"
+	case "fs":
+		if protocol.PureRead(name) {
+			return "read"
+		}
+		return "write"
+	case "process":
+		return "exec"
+	case "secrets":
+		return "secrets"
+	}
+	return ""
 }
 
 // methodTable maps a method name to its route.
@@ -52,7 +77,7 @@ func protocolTable() methodTable {
 		spec, _ := protocol.LookupMethod(n)
 		// A method without a scope rule keeps Scope "" and is refused.
 		scope, _ := protocol.RequiredScope(n)
-		t[n] = routeSpec{MethodSpec: spec, Scope: scope, Pure: protocol.PureRead(n)}
+		t[n] = routeSpec{MethodSpec: spec, Scope: scope, Pure: protocol.PureRead(n), Capability: builtinCapability(n)}
 	}
 	return t
 }
@@ -93,6 +118,9 @@ func buildMethodTable(m moduleset.Manifest) (methodTable, error) {
 			if err := protocol.CheckMethodDeclaration(ms.Name, ms.Version, ms.Scope, ms.Retry, ms.Params, ms.DeadlineMs); err != nil {
 				return nil, fmt.Errorf("module set: module %s: %w", mod.Family, err)
 			}
+			if err := checkUses(ms.Capability, ms.Uses); err != nil {
+				return nil, fmt.Errorf("module set: module %s: method %s: %w", mod.Family, ms.Name, err)
+			}
 			ns := protocol.MethodFamily(ms.Name)
 			if !containsString(nss, ns) {
 				if f, ok := firstPartyNS[ns]; ok && f != mod.Family {
@@ -122,7 +150,8 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 	}
 	pure := ms.Retry == protocol.RetryRead
 	rs := routeSpec{Family: family, Scope: scope, Pure: pure, Params: ms.Params,
-		MethodSpec: protocol.MethodSpec{Name: ms.Name, Version: ms.Version}}
+		MethodSpec: protocol.MethodSpec{Name: ms.Name, Version: ms.Version},
+		Capability: ms.Capability, Uses: append([]string(nil), ms.Uses...)}
 	if d := ms.DeadlineMs; d > 0 {
 		rs.Deadline = func(json.RawMessage) time.Duration { return time.Duration(d) * time.Millisecond }
 	}
@@ -157,6 +186,29 @@ func declaredRoute(family string, ms moduleset.Method) (routeSpec, error) {
 		rs.Deadline = declared
 	}
 	return rs, nil
+}
+
+// maxUses bounds a method's declared uses (a module declares at most 16
+// capabilities in all).
+const maxUses = 16
+
+// checkUses refuses a declared uses list that is not a short list of
+// distinct capability names other than the method's own capability.
+func checkUses(capability string, uses []string) error {
+	if len(uses) > maxUses {
+		return fmt.Errorf("uses: at most %d capabilities", maxUses)
+	}
+	seen := map[string]bool{capability: true}
+	for _, u := range uses {
+		if !authority.ValidCapability(u) {
+			return fmt.Errorf("uses: a malformed capability name (want ^[a-z][a-z0-9_]{0,31}$, not all or none)")
+		}
+		if seen[u] {
+			return fmt.Errorf("uses: a capability given twice, or the method's own")
+		}
+		seen[u] = true
+	}
+	return nil
 }
 
 // scopeRank orders the scopes a method may declare.

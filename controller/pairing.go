@@ -337,8 +337,9 @@ func (r *registry) pairRequest(c *conn, p protocol.PairRequestParams) (protocol.
 			return protocol.PairRequestResult{}, e
 		}
 		rec.Kind, rec.Name = protocol.PairKindNew, name
-		if c != nil && c.op != nil && protocol.HasScope(c.op.scopes, protocol.ScopeAdmin) {
-			// The credential could approve it itself: one step.
+		if c != nil && c.op != nil && protocol.HasScope(c.op.scopes, protocol.ScopeAdmin) && c.mayDecide(protocol.MethodPairApprove) {
+			// The credential could approve it itself (its scope and its
+			// policy allow deciding pairings): one step.
 			rec.Status, rec.NodeID = protocol.PairStatusApproved, "node-"+randomHex(16)
 		}
 		if r.nameTakenSkipLocked(name, "", superseded) {

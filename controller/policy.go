@@ -31,6 +31,10 @@ func FromPolicy(p *policies.Controller, getenv func(string) string) (Config, err
 		HTTPIdleTimeout:              time.Duration(p.Limits.HTTPIdleTimeoutMs) * time.Millisecond,
 		AuthFailureBurst:             p.Limits.AuthFailureBurst,
 		AuthFailuresPerMinute:        p.Limits.AuthFailuresPerMinute,
+
+		ApprovalTimeout:                 time.Duration(p.Limits.ApprovalTimeoutMs) * time.Millisecond,
+		MaxPendingApprovals:             p.Limits.MaxPendingApprovals,
+		MaxPendingApprovalsPerPrincipal: p.Limits.MaxPendingApprovalsPerPrincipal,
 	}
 	if tok := getenv(EnvOperatorToken); tok != "" {
 		cfg.Operators = append(cfg.Operators, OperatorCredential{
@@ -42,7 +46,8 @@ func FromPolicy(p *policies.Controller, getenv func(string) string) (Config, err
 		if err != nil {
 			return Config{}, err
 		}
-		cfg.Operators = append(cfg.Operators, OperatorCredential{Name: o.Name, TokenHash: h, Scopes: o.Scopes})
+		op := o.OperatorPolicy()
+		cfg.Operators = append(cfg.Operators, OperatorCredential{Name: o.Name, TokenHash: h, Scopes: o.Scopes, Policy: &op})
 	}
 	for i, n := range p.NodeTokens {
 		h, err := resolveToken(fmt.Sprintf("node_tokens[%d]", i), n.TokenSHA256, n.TokenEnv, getenv)

@@ -24,7 +24,11 @@ type callOutcome struct {
 }
 
 func newCall(method string, pure bool) *call {
-	return &call{invokeID: randomHex(16), method: method, pure: pure, result: make(chan callOutcome, 1)}
+	return newCallID(randomHex(16), method, pure)
+}
+
+func newCallID(invokeID, method string, pure bool) *call {
+	return &call{invokeID: invokeID, method: method, pure: pure, result: make(chan callOutcome, 1)}
 }
 
 // finish delivers the outcome; only the first outcome counts.
@@ -97,8 +101,11 @@ func (c *conn) abandon() {
 // routeNodeMethod validates params against the declared schema and then
 // the protocol's own validator (for the spec's methods), resolves and pins
 // the node, delivers node.invoke.request and answers the caller with the
-// node's result (docs/PROTOCOL.md). Scope was checked by the caller.
-func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage) {
+// node's result (docs/PROTOCOL.md). Scope was checked by the caller; the
+// operator's authority is checked here (authorizeNode), after the params
+// and before the node is pinned, and the invocation carries the request's
+// execution context. ec is the caller's executionContext, or nil.
+func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMessage) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		params = json.RawMessage("{}")
 	}
@@ -137,13 +144,18 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 		c.respondErr(id, e)
 		return
 	}
+	invokeID := randomHex(16)
+	ctxJSON, ok := c.authorizeNode(id, spec, nodeID, invokeID, params, ec)
+	if !ok {
+		return
+	}
 	node, gen, e := c.s.reg.pin(nodeID, spec.MethodSpec)
 	if e != nil {
 		c.respondErr(id, e)
 		return
 	}
 	broker := spec.BrokerDeadline(params)
-	cl := newCall(spec.Name, spec.Pure)
+	cl := newCallID(invokeID, spec.Name, spec.Pure)
 	c.noteCall(id, nodeID, cl.invokeID)
 	if !node.addPending(cl) {
 		c.respondErr(id, notDispatched())
@@ -156,6 +168,7 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params json.RawMessage
 		Args:              params,
 		TimeoutMs:         broker.Milliseconds(),
 		SessionGeneration: gen,
+		ExecutionContext:  ctxJSON,
 	})
 	if err != nil { // not reached: params are valid JSON
 		node.takePending(cl.invokeID)

@@ -100,6 +100,13 @@ type Config struct {
 	Audit *audit.Sink
 	// Now is the clock (default time.Now); tests move it for expiry.
 	Now func() time.Time
+	// ApprovalTimeout bounds how long a request held for approval waits
+	// (default 5 min); MaxPendingApprovals (default 64) and
+	// MaxPendingApprovalsPerPrincipal (default 8) bound the requests held
+	// at once (docs/POLICY.md, "Approvals").
+	ApprovalTimeout                 time.Duration
+	MaxPendingApprovals             int
+	MaxPendingApprovalsPerPrincipal int
 }
 
 // Defaults.
@@ -113,6 +120,11 @@ const (
 	writeTimeout               = 10 * time.Second
 	// MinSessionTTL is the shortest Config.SessionTTL accepted.
 	MinSessionTTL = time.Second
+	// Approval defaults (Config.ApprovalTimeout, MaxPendingApprovals,
+	// MaxPendingApprovalsPerPrincipal).
+	DefaultApprovalTimeout                 = 5 * time.Minute
+	DefaultMaxPendingApprovals             = 64
+	DefaultMaxPendingApprovalsPerPrincipal = 8
 )
 
 // ErrInsecureListen is returned by Serve for a non-loopback listener when
@@ -134,6 +146,7 @@ type Server struct {
 	store      *store
 	metrics    *metrics
 	audit      *audit.Sink
+	approvals  *approvalBook
 	guard      *connGuard
 	throttle   *authThrottle
 	// ui is the web console at /ui (ui.go, docs/CONSOLE.md).
@@ -208,6 +221,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.MaxPendingApprovals <= 0 {
+		cfg.MaxPendingApprovals = DefaultMaxPendingApprovals
+	}
+	if cfg.MaxPendingApprovalsPerPrincipal <= 0 {
+		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
+	}
+	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -241,6 +264,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.modules.Store(cfg.ModuleSet)
+	s.approvals = newApprovalBook(s)
 	s.guard = newConnGuard(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, func() {
 		if s.refusedLog.Allow() {
 			s.log.Warn("unauthenticated connection cap reached; refusing sockets", "refusedTotal", s.guard.refused.Load())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"lemon/host"
+	"lemon/host/hosttest"
 	"lemon/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestAmbiguousExecutionContextRefused(t *testing.T) {
 	f := newFixture(t, host.Config{})
 	invoke := func(ec string) *protocol.Error {
-		_, perr := f.h.Invoke(context.Background(), protocol.InvokeRequest{Method: "test.ping", Args: json.RawMessage(`{}`),
+		_, perr := f.h.Invoke(context.Background(), protocol.InvokeRequest{InvokeID: "i-strict", Method: "test.ping", Args: json.RawMessage(`{}`),
 			ExecutionContext: json.RawMessage(ec)})
 		return perr
 	}
@@ -34,22 +35,30 @@ func TestAmbiguousExecutionContextRefused(t *testing.T) {
 			t.Errorf("context %s: %v, want INVALID_PARAMS executionContext", ec, perr)
 		}
 	}
-	// Well-formed contexts: a list narrows, an object without the key or
-	// an absent context does not.
-	for ec, ok := range map[string]bool{
-		`{"capabilities":["hostinfo"]}`: true,
-		`{"capabilities":["read"]}`:     false,
-		`{"capabilities":[]}`:           false,
-		`{"runId":"r1"}`:                true,
-		``:                              true,
-		`null`:                          true,
-	} {
-		perr := invoke(ec)
-		if (perr == nil) != ok {
-			t.Errorf("context %q: %v, want ok=%v", ec, perr, ok)
+	// A context must be a whole v1 context now: a bare capability list is
+	// malformed too.
+	for _, ec := range []string{`{"capabilities":["hostinfo"]}`, `{"runId":"r1"}`} {
+		if perr := invoke(ec); perr == nil || perr.Code != protocol.CodeInvalidParams {
+			t.Errorf("context %s: %v, want INVALID_PARAMS", ec, perr)
 		}
-		if !ok && (perr == nil || perr.DomainCode() != protocol.DomainCapabilityDenied) {
-			t.Errorf("context %q: %v, want capability_denied", ec, perr)
+	}
+	// Well-formed contexts: a list narrows; an absent context does not.
+	for _, c := range []struct {
+		ec string
+		ok bool
+	}{
+		{string(hosttest.Context(t, "i-strict", "hostinfo")), true},
+		{string(hosttest.Context(t, "i-strict", "read")), false},
+		{string(hosttest.Context(t, "i-strict")), false},
+		{``, true},
+		{`null`, true},
+	} {
+		perr := invoke(c.ec)
+		if (perr == nil) != c.ok {
+			t.Errorf("context %q: %v, want ok=%v", c.ec, perr, c.ok)
+		}
+		if !c.ok && (perr == nil || perr.DomainCode() != protocol.DomainCapabilityDenied) {
+			t.Errorf("context %q: %v, want capability_denied", c.ec, perr)
 		}
 	}
 }

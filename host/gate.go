@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -70,8 +68,9 @@ func newGate(ceiling []string, rules []RateRule, logger *slog.Logger, reg promet
 }
 
 // effectiveCaps is module-declared ∩ node ceiling ∩ the request's
-// execution context (when it names capabilities).
-func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts bool) map[string]bool {
+// execution context (when it carries one) ∩ the served method's
+// {capability} ∪ uses (docs/POLICY.md, "Node enforcement").
+func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts bool, method map[string]bool) map[string]bool {
 	allowed := map[string]bool{}
 	var fromCtx map[string]bool
 	if ctxRestricts {
@@ -81,7 +80,7 @@ func (g *Gate) effectiveCaps(declared []string, ctxCaps []string, ctxRestricts b
 		}
 	}
 	for _, c := range declared {
-		if g.withinCeiling(c) && (fromCtx == nil || fromCtx[c]) {
+		if g.withinCeiling(c) && (fromCtx == nil || fromCtx[c]) && method[c] {
 			allowed[c] = true
 		}
 	}
@@ -149,6 +148,19 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 		g.record(inv, hc.Name, "capability_denied", 0)
 		return nil, errForbiddenCap
 	}
+	if hc.Effect() {
+		// A read_only workspace refuses every effect; a read-class method
+		// makes none, whatever module serves it (a rogue module pinned as
+		// hostinfo calling fs.mkdir).
+		if inv.readOnly {
+			g.record(inv, hc.Name, protocol.DomainWorkspaceReadOnly, 0)
+			return nil, errReadOnlyEffect
+		}
+		if inv.readOnlyMethod {
+			g.record(inv, hc.Name, protocol.DomainReadMethodEffect, 0)
+			return nil, errReadMethodEffect
+		}
+	}
 	// Rate limits never turn a done effect into "nothing was done"
 	// (docs/POLICY.md, "Rate limits"). Once an effect of this invocation
 	// has succeeded, its later non-effect host calls (collecting a
@@ -201,40 +213,3 @@ func (g *Gate) record(inv *invocation, hostcall, outcome string, d time.Duration
 	g.metrics.observe(inv.mod.family, hostcall, outcome, d)
 	g.audit(inv, hostcall, outcome, d)
 }
-
-// contextCaps reads the capability list of an execution context, if it
-// names one. A malformed context is refused by the caller. Ambiguous
-// contexts are malformed: a repeated key or a case variant of
-// "capabilities" (encoding/json would let the last one win, or match it
-// without regard to case, where another reader may take the first), and
-// "capabilities": null, which names no list.
-func contextCaps(ec json.RawMessage) (caps []string, restricts bool, err error) {
-	if len(ec) == 0 || string(ec) == "null" {
-		return nil, false, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(ec, &m); err != nil || m == nil {
-		return nil, false, errMalformedContext
-	}
-	if protocol.CheckObjectKeys(ec, nil) != nil {
-		return nil, false, errMalformedContext
-	}
-	for k := range m {
-		if k != "capabilities" && strings.EqualFold(k, "capabilities") {
-			return nil, false, errMalformedContext
-		}
-	}
-	raw, ok := m["capabilities"]
-	if !ok {
-		return nil, false, nil
-	}
-	if string(raw) == "null" {
-		return nil, false, errMalformedContext
-	}
-	if err := json.Unmarshal(raw, &caps); err != nil {
-		return nil, false, err
-	}
-	return caps, true, nil
-}
-
-var errMalformedContext = errors.New("malformed execution context")

@@ -33,7 +33,9 @@ type testTable struct {
 	pings      int
 	writes     int
 	lastResult int // Invocation.MaxResultBytes the last test.ping saw
-	release    chan struct{}
+	// lastAuth is the Invocation.Authority the last test.ping saw.
+	lastAuth hostcalls.Authority
+	release  chan struct{}
 }
 
 func (tt *testTable) table() hostcalls.Table {
@@ -44,6 +46,7 @@ func (tt *testTable) table() hostcalls.Table {
 				tt.pings++
 				n := tt.pings
 				tt.lastResult = call.Invocation().MaxResultBytes
+				tt.lastAuth = call.Invocation().Authority
 				tt.mu.Unlock()
 				return json.Marshal(map[string]any{"pong": n, "module": call.Module(), "args": json.RawMessage(args)})
 			}},
@@ -280,8 +283,8 @@ func TestCapabilityCeiling(t *testing.T) {
 		t.Fatalf("write without capability: %v", perr)
 	}
 	// The execution context narrows further.
-	_, perr = f.h.Invoke(context.Background(), protocol.InvokeRequest{Method: "test.ping", Args: json.RawMessage(`{}`),
-		ExecutionContext: json.RawMessage(`{"capabilities":["read"]}`)})
+	_, perr = f.h.Invoke(context.Background(), protocol.InvokeRequest{InvokeID: "i-ctx", Method: "test.ping", Args: json.RawMessage(`{}`),
+		ExecutionContext: hosttest.Context(t, "i-ctx", "read")})
 	if perr == nil || perr.Code != protocol.CodeForbidden {
 		t.Fatalf("context without hostinfo: %v", perr)
 	}

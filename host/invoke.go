@@ -27,14 +27,15 @@ type invocation struct {
 	method string
 	info   hostcalls.Invocation
 	caps   map[string]bool
+	// readOnly: the context's workspace is read_only, so every effect
+	// host call is refused; readOnlyMethod: the served method is
+	// read-class, so it may make no effect host call (docs/POLICY.md,
+	// "Node enforcement").
+	readOnly, readOnlyMethod bool
 
 	// outcome is marked once an effect of this invocation has succeeded
 	// (the request's own InvokeOutcome when the session gave one).
 	outcome *protocol.InvokeOutcome
-
-	// principalName is the context's principal, read once (observe.go).
-	principalOnce sync.Once
-	principalName string
 
 	mu       sync.Mutex
 	blobs    map[uint32][]byte
@@ -60,6 +61,10 @@ func invocationFrom(ctx context.Context) *invocation {
 func (inv *invocation) Module() string                   { return inv.mod.family }
 func (inv *invocation) Method() string                   { return inv.method }
 func (inv *invocation) Invocation() hostcalls.Invocation { return inv.info }
+
+// Principal is the execution context's principal of the request being
+// served ("" without a context): hostcalls.Invocation.Authority.Principal.
+func (inv *invocation) Principal() string { return inv.info.Authority.Principal }
 
 func (inv *invocation) Blob(id uint32) ([]byte, bool) {
 	inv.mu.Lock()
@@ -176,19 +181,21 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "method not served by this node")
 	}
 	spec := mod.methodSpecs[req.Method]
-	ctxCaps, restricts, err := contextCaps(req.ExecutionContext)
-	if err != nil {
-		return nil, protocol.InvalidParams("executionContext", "execution context is malformed")
+	bound, perr := bindContext(&req, spec)
+	if perr != nil {
+		return nil, perr
 	}
 	inv := &invocation{
 		mod: mod, method: req.Method,
 		info: hostcalls.Invocation{InvokeID: req.InvokeID, NodeID: req.NodeID,
 			SessionGeneration: req.SessionGeneration, ExecutionContext: req.ExecutionContext,
-			MaxResultBytes: req.MaxResultBytes},
-		outcome: req.Outcome,
-		caps:    h.gate.effectiveCaps(mod.manifest.Capabilities, ctxCaps, restricts),
-		blobs:   map[uint32][]byte{},
-		awaits:  map[uint32]<-chan struct{}{},
+			MaxResultBytes: req.MaxResultBytes, Authority: bound.auth},
+		outcome:        req.Outcome,
+		readOnly:       bound.auth.ReadOnly,
+		readOnlyMethod: spec.Retry == protocol.RetryRead,
+		caps:           h.gate.effectiveCaps(mod.manifest.Capabilities, bound.caps, bound.present, methodCaps(spec)),
+		blobs:          map[uint32][]byte{},
+		awaits:         map[uint32]<-chan struct{}{},
 	}
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
 		return nil, perr

@@ -139,7 +139,7 @@ func TestOpenCapabilityCeiling(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, perr := h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "i1", NodeID: "n1", Method: "node.kv.get",
-			Args: json.RawMessage(`{}`), ExecutionContext: json.RawMessage(`{"capabilities":["hostinfo"]}`)})
+			Args: json.RawMessage(`{}`), ExecutionContext: hosttest.Context(t, "i1", "hostinfo")})
 		wantDomain(t, perr, protocol.CodeForbidden, protocol.DomainCapabilityDenied)
 	})
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -90,40 +89,12 @@ func (m *hostMetrics) observe(module, hostcall, outcome string, d time.Duration)
 	}
 }
 
-// principal returns the execution context's principal (the operator
-// entry the controller ran the request as), read once per invocation;
-// "" without a context or a readable principal. This is the hook the
-// node's context parse (policies/authority) may replace with its parsed
-// value; only a printable string of at most audit.MaxField bytes is kept.
-func (inv *invocation) principal() string {
-	inv.principalOnce.Do(func() { inv.principalName = contextPrincipal(inv.info.ExecutionContext) })
-	return inv.principalName
-}
-
-func contextPrincipal(ec json.RawMessage) string {
-	if len(ec) == 0 {
-		return ""
-	}
-	var c struct {
-		Principal string `json:"principal"`
-	}
-	if json.Unmarshal(ec, &c) != nil || len(c.Principal) > audit.MaxField {
-		return ""
-	}
-	for _, r := range c.Principal {
-		if r < 0x20 || r == 0x7f {
-			return ""
-		}
-	}
-	return c.Principal
-}
-
 // audit emits the content-free host-I/O event and, with an audit sink,
 // the host call's audit record: method, module, host call, outcome,
 // invokeId and principal. No path, byte, argv, secret name or value.
 func (g *Gate) audit(inv *invocation, hostcall, outcome string, d time.Duration) {
 	if g.sink != nil {
-		rec := audit.Record{Time: time.Now(), Source: "node", Principal: inv.principal(), Method: inv.method,
+		rec := audit.Record{Time: time.Now(), Source: "node", Principal: inv.Principal(), Method: inv.method,
 			NodeID: inv.info.NodeID, InvokeID: inv.info.InvokeID, Module: inv.mod.family, HostCall: hostcall,
 			Outcome: outcome, DurationMs: float64(d.Microseconds()) / 1000}
 		if err := g.sink.Write(&rec); err != nil && g.logger != nil {

@@ -1,29 +1,10 @@
 package host
 
 import (
-	"encoding/json"
-	"lemon/protocol"
-	"strings"
 	"testing"
 
-	"lemon/audit"
+	"lemon/protocol"
 )
-
-func TestContextPrincipal(t *testing.T) {
-	for in, want := range map[string]string{
-		``:                         "",
-		`{"principal":"ci"}`:       "ci",
-		`{"principal":"a\u0001b"}`: "",
-		`{"principal":7}`:          "",
-		`not json`:                 "",
-		`{"principal":"` + strings.Repeat("p", audit.MaxField) + `"}`:   strings.Repeat("p", audit.MaxField),
-		`{"principal":"` + strings.Repeat("p", audit.MaxField+1) + `"}`: "",
-	} {
-		if got := contextPrincipal(json.RawMessage(in)); got != want {
-			t.Errorf("contextPrincipal(%.40q) = %.40q, want %.40q", in, got, want)
-		}
-	}
-}
 
 func TestInvocationOutcomeBounded(t *testing.T) {
 	for _, c := range []struct {

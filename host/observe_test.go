@@ -13,6 +13,9 @@ import (
 
 	"lemon/audit"
 	"lemon/host"
+	"lemon/host/hosttest"
+	"lemon/hostcalls"
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
@@ -47,7 +50,8 @@ func TestHostCallAuditAndMetrics(t *testing.T) {
 	f := newFixture(t, host.Config{Registry: reg, Audit: audit.New(&aud, false)})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ec := json.RawMessage(`{"version":1,"runId":"inv-audit-1","principal":"alice"}`)
+	ec := hosttest.ContextOf(t, authority.ExecutionContext{RunID: "inv-audit-1", Principal: "alice", Provenance: "test",
+		Capabilities: []string{hostcalls.CapHostInfo}})
 	_, perr := f.h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "inv-audit-1", NodeID: "n1", Method: "test.ping",
 		Args: json.RawMessage(`{"a":"CANARY-ARG"}`), ExecutionContext: ec})
 	if perr != nil {

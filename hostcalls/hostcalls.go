@@ -191,7 +191,11 @@ func Err(e *protocol.Error, when string) ErrorSpec {
 // them once for all calls.
 var GateErrors = []ErrorSpec{
 	{Code: protocol.CodeForbidden, Domain: protocol.DomainCapabilityDenied,
-		When: "the call's capability is not in the module's effective capabilities (manifest ∩ node ceiling ∩ executionContext)"},
+		When: "the call's capability is not in the effective capabilities (manifest ∩ node ceiling ∩ executionContext ∩ the served method's capability and uses)"},
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainWorkspaceReadOnly,
+		When: "an effect (mutation) call under an execution context whose workspace is read_only"},
+	{Code: protocol.CodeForbidden, Domain: protocol.DomainReadMethodEffect,
+		When: "an effect (mutation) call made while serving a read-class method"},
 	{Code: protocol.CodeRateLimited, Domain: protocol.DomainRateLimited,
 		When: "a worker-policy rate rule for the module and call is exhausted (retrySafe:true before the request's first effect; after it, mutationMayHaveApplied:true)"},
 	{Code: protocol.CodeTimeout, When: "the request deadline passed before the call"},
@@ -322,6 +326,46 @@ type Invocation struct {
 	// file chunks) size them with protocol.Base64Budget from it. Not sent
 	// to the guest.
 	MaxResultBytes int `json:"-"`
+	// Authority is what the node enforces of the request's execution
+	// context once it has parsed, checked and bound it (host.Invoke;
+	// docs/POLICY.md, "Node enforcement"). Not sent to the guest. The zero
+	// value (no context) leaves the node's own policy alone.
+	Authority Authority `json:"-"`
+}
+
+// Authority is the node-side view of a request's execution context, as
+// the host calls enforce it (docs/POLICY.md, "Node enforcement"). Every
+// field only narrows the node's own policy.
+type Authority struct {
+	// Principal is the context's principal: the operator entry the request
+	// acts for ("" without a context). Process runs record it; the audit
+	// records it per host call.
+	Principal string
+	// Workspace is the canonical absolute workspace root bound on this
+	// node; "" means the node's allowed roots. With a workspace, fs host
+	// calls and process cwds resolve through a view whose only root is it.
+	Workspace string
+	// ReadOnly is workspace mode read_only: every effect host call is
+	// refused at the gate.
+	ReadOnly bool
+	// MaxFileBytes bounds the size of a file an fs write leaves, in bytes;
+	// 0 means no bound beyond the node's.
+	MaxFileBytes int64
+	// MaxTimeoutMs bounds a process run's timeoutMs; 0 means no bound
+	// beyond the node's.
+	MaxTimeoutMs int64
+	// MaxOutputBytes bounds a process run's maxOutputBytes; 0 means no
+	// bound beyond the node's.
+	MaxOutputBytes int64
+	// Commands is the context's command allow list when Restricted: only
+	// these commands may run (intersected with the node's policy); a bare
+	// name allows only that bare argv[0]. Blocked adds blocked commands.
+	Commands   []string
+	Restricted bool
+	Blocked    []string
+	// Sandbox asks for a sandboxed run: no_new_privs, and a cgroup of the
+	// run's own, or the run is refused.
+	Sandbox bool
 }
 
 // ResultRoom returns MaxResultBytes, or protocol.DefaultMaxPayload when it

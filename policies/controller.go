@@ -2,11 +2,13 @@ package policies
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"strings"
 
+	"lemon/policies/authority"
 	"lemon/protocol"
 )
 
@@ -27,6 +29,13 @@ import (
 //	token_sha256 = "<64 hex digits: sha256 of the token>"   # or token_env = "VAR"
 //	scopes = ["operator.read", "operator.admin"]
 //
+//	[operators.policy]            # this entry's authority (docs/POLICY.md,
+//	profile = "read_only"         # "Operator policies"); absent = full_access
+//	capabilities = ["read", "hostinfo"]
+//	[operators.policy.workspace]
+//	root = "/srv/ws"
+//	mode = "read_only"
+//
 //	[[node_tokens]]               # interim node tokens: an explicit operator choice;
 //	name = "worker-1"             # pairing (node.pair.*) is the default way to join
 //	token_env = "WORKER1_TOKEN"
@@ -41,6 +50,9 @@ import (
 //	http_idle_timeout_ms = 30000  # idle keep-alive HTTP socket
 //	auth_failure_burst = 10       # failed connects per address before throttling
 //	auth_failures_per_minute = 30 # then regained per minute
+//	approval_timeout_ms = 300000  # a held request waits at most this long
+//	max_pending_approvals = 64    # held requests in all
+//	max_pending_approvals_per_principal = 8
 //
 // Tokens never appear in the policy in clear: either their SHA-256 (hex) or
 // the name of an environment variable that holds them.
@@ -63,13 +75,41 @@ type ControllerTLS struct {
 }
 
 // OperatorToken is one operator credential: exactly one of TokenSHA256
-// (64 hex digits) and TokenEnv (an environment variable name), and the
-// operator scopes it grants.
+// (64 hex digits) and TokenEnv (an environment variable name), the
+// operator scopes it grants, and its policy table ([operators.policy]:
+// the tool-policy keys plus capabilities and [workspace] root/mode),
+// parsed strictly by Validate; absent is full_access.
 type OperatorToken struct {
-	Name        string   `toml:"name"`
-	TokenSHA256 string   `toml:"token_sha256"`
-	TokenEnv    string   `toml:"token_env"`
-	Scopes      []string `toml:"scopes"`
+	Name        string      `toml:"name"`
+	TokenSHA256 string      `toml:"token_sha256"`
+	TokenEnv    string      `toml:"token_env"`
+	Scopes      []string    `toml:"scopes"`
+	Policy      PolicyTable `toml:"policy"`
+	parsed      *authority.OperatorPolicy
+}
+
+// PolicyTable is a TOML table kept as decoded (string, bool, int64,
+// float64, []any, map[string]any) for the authority package's strict
+// parser, which reports unknown keys itself.
+type PolicyTable map[string]any
+
+// UnmarshalTOML takes the table whole.
+func (t *PolicyTable) UnmarshalTOML(v any) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return errors.New("policy: must be a table")
+	}
+	*t = m
+	return nil
+}
+
+// OperatorPolicy returns the entry's validated policy (full_access when
+// the table is absent). Call it only on a validated Controller.
+func (o OperatorToken) OperatorPolicy() authority.OperatorPolicy {
+	if o.parsed == nil {
+		return authority.FullAccessOperator()
+	}
+	return *o.parsed
 }
 
 // NodeToken is one interim node credential bound to a node name.
@@ -101,6 +141,13 @@ type ControllerLimits struct {
 	HTTPIdleTimeoutMs            int     `toml:"http_idle_timeout_ms"`
 	AuthFailureBurst             int     `toml:"auth_failure_burst"`
 	AuthFailuresPerMinute        float64 `toml:"auth_failures_per_minute"`
+	// ApprovalTimeoutMs bounds how long a request held for approval waits
+	// (default 300000, 1000–3600000); MaxPendingApprovals (default 64,
+	// 1–4096) and MaxPendingApprovalsPerPrincipal (default 8, at most
+	// MaxPendingApprovals) bound the requests held at once.
+	ApprovalTimeoutMs               int `toml:"approval_timeout_ms"`
+	MaxPendingApprovals             int `toml:"max_pending_approvals"`
+	MaxPendingApprovalsPerPrincipal int `toml:"max_pending_approvals_per_principal"`
 }
 
 // Bounds of controller policy values.
@@ -124,6 +171,13 @@ const (
 	MaxAuthFailureBurst                 = 10000
 	DefaultAuthFailuresPerMinute        = 30
 	MaxAuthFailuresPerMinute            = 60000
+	// Approval bounds (see ControllerLimits).
+	DefaultApprovalTimeoutMs               = 300000
+	MinApprovalTimeoutMs                   = 1000
+	MaxApprovalTimeoutMs                   = 3600000
+	DefaultMaxPendingApprovals             = 64
+	MaxMaxPendingApprovals                 = 4096
+	DefaultMaxPendingApprovalsPerPrincipal = 8
 	// MaxOperators and MaxNodeTokens bound the credential lists.
 	MaxOperators  = 256
 	MaxNodeTokens = 4096
@@ -198,6 +252,21 @@ func (c *Controller) Validate() error {
 				return fmt.Errorf("%s.scopes: unknown scope (allowed: %s)", key, strings.Join(protocol.OperatorScopes, ", "))
 			}
 		}
+		o.parsed = nil
+		if o.Policy != nil {
+			op, err := authority.ParseOperatorPolicy(o.Policy)
+			if err != nil {
+				var pe *authority.ParseError
+				if errors.As(err, &pe) && pe.Key != "" {
+					return fmt.Errorf("%s (%s).policy.%s: %s", key, o.Name, pe.Key, pe.Reason)
+				}
+				return fmt.Errorf("%s (%s).policy: %v", key, o.Name, err)
+			}
+			if err := checkApprovalSelectors(op); err != nil {
+				return fmt.Errorf("%s (%s).policy.%v", key, o.Name, err)
+			}
+			o.parsed = &op
+		}
 	}
 	if len(c.NodeTokens) > MaxNodeTokens {
 		return fmt.Errorf("node_tokens: at most %d entries", MaxNodeTokens)
@@ -222,7 +291,8 @@ func (c *Controller) Validate() error {
 	l := &c.Limits
 	if l.RequestsPerSecond < 0 || l.Burst < 0 || l.MaxInflight < 0 || l.MaxUnauthenticated < 0 ||
 		l.MaxUnauthenticatedPerAddress < 0 || l.HandshakeTimeoutMs < 0 || l.HTTPIdleTimeoutMs < 0 ||
-		l.AuthFailureBurst < 0 || l.AuthFailuresPerMinute < 0 {
+		l.AuthFailureBurst < 0 || l.AuthFailuresPerMinute < 0 || l.ApprovalTimeoutMs < 0 ||
+		l.MaxPendingApprovals < 0 || l.MaxPendingApprovalsPerPrincipal < 0 {
 		return fmt.Errorf("limits: values must not be negative")
 	}
 	if err := l.validateConnLimits(); err != nil {
@@ -253,6 +323,9 @@ func (l *ControllerLimits) validateConnLimits() error {
 	def(&l.HandshakeTimeoutMs, DefaultHandshakeTimeoutMs)
 	def(&l.HTTPIdleTimeoutMs, DefaultHTTPIdleTimeoutMs)
 	def(&l.AuthFailureBurst, DefaultAuthFailureBurst)
+	def(&l.ApprovalTimeoutMs, DefaultApprovalTimeoutMs)
+	def(&l.MaxPendingApprovals, DefaultMaxPendingApprovals)
+	def(&l.MaxPendingApprovalsPerPrincipal, min(DefaultMaxPendingApprovalsPerPrincipal, l.MaxPendingApprovals))
 	if l.AuthFailuresPerMinute == 0 {
 		l.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
@@ -269,6 +342,12 @@ func (l *ControllerLimits) validateConnLimits() error {
 		return fmt.Errorf("limits.auth_failure_burst: at most %d", MaxAuthFailureBurst)
 	case l.AuthFailuresPerMinute > MaxAuthFailuresPerMinute:
 		return fmt.Errorf("limits.auth_failures_per_minute: at most %d", MaxAuthFailuresPerMinute)
+	case l.ApprovalTimeoutMs < MinApprovalTimeoutMs || l.ApprovalTimeoutMs > MaxApprovalTimeoutMs:
+		return fmt.Errorf("limits.approval_timeout_ms: must be between %d and %d", MinApprovalTimeoutMs, MaxApprovalTimeoutMs)
+	case l.MaxPendingApprovals > MaxMaxPendingApprovals:
+		return fmt.Errorf("limits.max_pending_approvals: at most %d", MaxMaxPendingApprovals)
+	case l.MaxPendingApprovalsPerPrincipal > l.MaxPendingApprovals:
+		return fmt.Errorf("limits.max_pending_approvals_per_principal: at most max_pending_approvals (%d)", l.MaxPendingApprovals)
 	}
 	return nil
 }
@@ -333,11 +412,18 @@ func (c *Controller) String() string {
 		"http_idle_timeout_ms = %d\nauth_failure_burst = %d\nauth_failures_per_minute = %g\n",
 		c.Limits.MaxUnauthenticated, c.Limits.MaxUnauthenticatedPerAddress, c.Limits.HandshakeTimeoutMs,
 		c.Limits.HTTPIdleTimeoutMs, c.Limits.AuthFailureBurst, c.Limits.AuthFailuresPerMinute)
+	fmt.Fprintf(&b, "approval_timeout_ms = %d\nmax_pending_approvals = %d\nmax_pending_approvals_per_principal = %d\n",
+		c.Limits.ApprovalTimeoutMs, c.Limits.MaxPendingApprovals, c.Limits.MaxPendingApprovalsPerPrincipal)
 	for _, o := range c.Operators {
 		scopes := append([]string(nil), o.Scopes...)
 		sort.Strings(scopes)
 		fmt.Fprintf(&b, "\n[[operators]]\nname = %q\n%s\nscopes = [%s]\n", o.Name,
 			tokenSourceLine(o.TokenSHA256, o.TokenEnv), quoteList(scopes))
+		if o.parsed == nil {
+			b.WriteString("# no [operators.policy]: full_access\n")
+		} else {
+			fmt.Fprintf(&b, "[operators.policy]\n%s", o.OperatorPolicy().String())
+		}
 	}
 	for _, n := range c.NodeTokens {
 		fmt.Fprintf(&b, "\n[[node_tokens]]\nname = %q\n%s\n", n.Name, tokenSourceLine(n.TokenSHA256, n.TokenEnv))
@@ -358,4 +444,33 @@ func quoteList(xs []string) string {
 		q[i] = fmt.Sprintf("%q", x)
 	}
 	return strings.Join(q, ", ")
+}
+
+// controllerOnly are the controller's own methods and namespaces: the
+// controller never holds them for approval (docs/POLICY.md, "Controller
+// methods"), so an approval selector that can name only them is an error.
+var controllerOnly = []string{protocol.MethodNodeRename, protocol.MethodNodeList, protocol.MethodNodeDescribe,
+	protocol.MethodNodeInvoke, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
+	"node.pair.*", "approval.*", "connect.*"}
+
+func checkApprovalSelectors(op authority.OperatorPolicy) error {
+	check := func(key, sel string) error {
+		for _, c := range controllerOnly {
+			if sel == c || (strings.HasSuffix(c, ".*") && strings.HasPrefix(sel, strings.TrimSuffix(c, "*"))) {
+				return fmt.Errorf("%s: %s names only controller methods, which are never held for approval (deny them instead)", key, sel)
+			}
+		}
+		return nil
+	}
+	for _, sel := range op.Policy.RequireApproval {
+		if err := check("require_approval", sel); err != nil {
+			return err
+		}
+	}
+	for _, sel := range op.Policy.ApproveOnce {
+		if err := check("approvals."+sel, sel); err != nil {
+			return err
+		}
+	}
+	return nil
 }

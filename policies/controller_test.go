@@ -61,7 +61,8 @@ func TestControllerPolicyDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	want := ControllerLimits{MaxInflight: DefaultMaxInflight, MaxUnauthenticated: 256, MaxUnauthenticatedPerAddress: 32,
-		HandshakeTimeoutMs: 10000, HTTPIdleTimeoutMs: 30000, AuthFailureBurst: 10, AuthFailuresPerMinute: 30}
+		HandshakeTimeoutMs: 10000, HTTPIdleTimeoutMs: 30000, AuthFailureBurst: 10, AuthFailuresPerMinute: 30,
+		ApprovalTimeoutMs: 300000, MaxPendingApprovals: 64, MaxPendingApprovalsPerPrincipal: 8}
 	if c.Limits != want {
 		t.Fatalf("limits defaults: %+v, want %+v", c.Limits, want)
 	}
@@ -147,5 +148,96 @@ func TestLoadControllerNamesFile(t *testing.T) {
 	c, err := LoadController(p)
 	if err != nil || !strings.Contains(c.String(), p) {
 		t.Fatalf("load: %v", err)
+	}
+}
+
+func TestOperatorPolicyTable(t *testing.T) {
+	head := "[[operators]]\nname = \"ci\"\ntoken_sha256 = \"" + goodHash + "\"\nscopes = [\"operator.admin\"]\n"
+	c, err := ParseController([]byte(head + `
+[operators.policy]
+profile = "minimal_core"
+allowed_commands = ["make"]
+max_timeout_ms = 60000
+capabilities = ["exec", "read"]
+[operators.policy.workspace]
+root = "/srv/ci"
+[operators.policy.approvals]
+"node.fs.write" = "once"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := c.Operators[0].OperatorPolicy()
+	if op.Workspace == nil || op.Workspace.Root != "/srv/ci" || op.Workspace.Mode != "read_write" ||
+		strings.Join(op.Capabilities, ",") != "exec,read" || op.Policy.Limits.MaxTimeoutMs != 60000 ||
+		strings.Join(op.Policy.AllowedCommands, ",") != "make" || op.Policy.Profile != "minimal_core" {
+		t.Fatalf("operator policy %+v", op)
+	}
+	if !strings.Contains(c.String(), "[operators.policy]\n") || !strings.Contains(c.String(), `allowed_commands = ["make"]`) {
+		t.Fatalf("String lacks the policy:\n%s", c.String())
+	}
+	// The effective policy printed is a policy that parses to the same.
+	again, err := ParseController([]byte(strings.ReplaceAll(c.String(), `token_sha256 = "9f86d081…" # shortened`, `token_sha256 = "`+goodHash+`"`)))
+	if err != nil {
+		t.Fatalf("String does not parse: %v\n%s", err, c.String())
+	}
+	if got := again.Operators[0].OperatorPolicy(); !got.Policy.Equal(op.Policy) || got.Workspace == nil ||
+		*got.Workspace != *op.Workspace || strings.Join(got.Capabilities, ",") != "exec,read" {
+		t.Fatalf("reparsed %+v", got)
+	}
+	// Absent is full access, and is printed as such.
+	c, err = ParseController([]byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := c.Operators[0].OperatorPolicy(); op.Capabilities != nil || op.Workspace != nil || op.Policy.Allow != nil {
+		t.Fatalf("absent policy: %+v", op)
+	}
+	if !strings.Contains(c.String(), "no [operators.policy]: full_access") {
+		t.Fatal("String does not say full_access")
+	}
+	// Malformed refuses the whole policy, naming the entry and the key.
+	for body, want := range map[string]string{
+		"[operators.policy]\nprofile = \"root\"":                      "operators[0] (ci).policy.profile: unknown profile",
+		"[operators.policy]\nallow = [\"capability:exec\"]":           "operators[0] (ci).policy.allow[0]: allow takes",
+		"[operators.policy]\nallowed_commands = [\"all\"]":            `operators[0] (ci).policy.allowed_commands[0]: "all" is not a list item`,
+		"[operators.policy]\ncapabilities = [\"all\"]":                "operators[0] (ci).policy.capabilities[0]: malformed",
+		"[operators.policy]\ncapabilities = \"some\"":                 "operators[0] (ci).policy.capabilities: must be",
+		"[operators.policy]\nsudo = true":                             "operators[0] (ci).policy.sudo: unknown key",
+		"[operators.policy.workspace]\nroot = \"rel\"":                "operators[0] (ci).policy.workspace.root: must be a clean absolute path",
+		"[operators.policy.workspace]\nroot = \"/a\"\nmode = \"rw\"":  "operators[0] (ci).policy.workspace.mode",
+		"[operators.policy.workspace]\nmode = \"read_only\"":          "operators[0] (ci).policy.workspace.root: required",
+		"[operators.policy.approvals]\n\"node.fs.write\" = \"twice\"": "operators[0] (ci).policy.approvals.node.fs.write: unsupported approval mode",
+		"[operators.policy]\nrequire_approval = [\"node.rename\"]":    "operators[0] (ci).policy.require_approval: node.rename names only controller methods",
+		"[operators.policy.approvals]\n\"node.pair.*\" = \"once\"":    "operators[0] (ci).policy.approvals.node.pair.*: node.pair.* names only controller methods",
+		"[operators.policy]\nmax_timeout_ms = -1":                     "operators[0] (ci).policy.max_timeout_ms: must be an integer",
+		"[operators.policy]\ndeny = [\"node.fs.read\"]\nDeny = []":    "operators[0] (ci).policy.Deny: conflicts with key deny",
+	} {
+		if _, err := ParseController([]byte(head + body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", body, err, want)
+		}
+	}
+}
+
+func TestApprovalLimits(t *testing.T) {
+	for body, want := range map[string]string{
+		"approval_timeout_ms = 1000":                                         "",
+		"approval_timeout_ms = 999":                                          "limits.approval_timeout_ms: must be between 1000 and 3600000",
+		"approval_timeout_ms = 3600000":                                      "",
+		"approval_timeout_ms = 3600001":                                      "limits.approval_timeout_ms",
+		"max_pending_approvals = 4096":                                       "",
+		"max_pending_approvals = 4097":                                       "limits.max_pending_approvals: at most 4096",
+		"max_pending_approvals = 2":                                          "",
+		"max_pending_approvals = 2\nmax_pending_approvals_per_principal = 3": "limits.max_pending_approvals_per_principal: at most max_pending_approvals (2)",
+		"max_pending_approvals_per_principal = -1":                           "limits: values must not be negative",
+	} {
+		_, err := ParseController([]byte("[limits]\n" + body))
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: err = %v, want %q", body, err, want)
+		}
+	}
+	c, _ := ParseController([]byte("[limits]\nmax_pending_approvals = 2"))
+	if c.Limits.MaxPendingApprovalsPerPrincipal != 2 {
+		t.Fatalf("per-principal default not capped: %d", c.Limits.MaxPendingApprovalsPerPrincipal)
 	}
 }

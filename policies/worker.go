@@ -2,7 +2,9 @@ package policies
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,8 +25,8 @@ const (
 //
 //	default_cwd = "/srv/project"
 //	allowed_roots = ["/srv/project", "/mnt/results"]  # an explicit list replaces the home fallback
-//	capabilities = ["hostinfo", "read", "write"]      # the node's ceiling; "all" or omitted = every capability
-//	allowed_commands = ["git", "/usr/bin/make"]       # omitted or "all" = unrestricted; [] = no commands
+//	capabilities = ["hostinfo", "read", "write"]      # the node's ceiling; "all", ["all"] or omitted = every capability
+//	allowed_commands = ["git", "/usr/bin/make"]       # omitted, "all" or ["all"] = unrestricted; [] = no commands
 //	blocked_commands = ["rm"]
 //	state_dir = "/var/lib/lemon-node"            # default ~/.lemon/nodes/state/NAME
 //
@@ -77,7 +79,10 @@ type StringSet struct {
 	Items []string
 }
 
-// UnmarshalTOML accepts "all" or an array of strings.
+// UnmarshalTOML accepts "all", or an array of strings. "all" has one
+// meaning everywhere (docs/POLICY.md, "Node layers"): the string "all" and
+// the list ["all"] both mean every name; "all" together with names is an
+// error, as is an empty name.
 func (s *StringSet) UnmarshalTOML(v any) error {
 	switch x := v.(type) {
 	case string:
@@ -94,11 +99,30 @@ func (s *StringSet) UnmarshalTOML(v any) error {
 			}
 			items = append(items, str)
 		}
-		*s = StringSet{Set: true, Items: items}
+		set, err := ParseStringSet(items)
+		if err != nil {
+			return err
+		}
+		*s = set
 	default:
 		return fmt.Errorf(`must be "all" or a list of strings`)
 	}
 	return nil
+}
+
+// ParseStringSet builds a set from a list: ["all"] is every name, "all"
+// among other names is an error, anything else is that list (an empty
+// list allows nothing).
+func ParseStringSet(items []string) (StringSet, error) {
+	for _, i := range items {
+		if i == "all" {
+			if len(items) != 1 {
+				return StringSet{}, fmt.Errorf(`"all" is reserved: give it alone (every name) or list names without it`)
+			}
+			return StringSet{Set: true, All: true}, nil
+		}
+	}
+	return StringSet{Set: true, Items: append([]string{}, items...)}, nil
 }
 
 // Unrestricted reports whether the set allows everything.
@@ -298,11 +322,25 @@ func (w *Worker) Ceiling() []string {
 }
 
 // Restrict combines two layers by restriction only (spec
-// execution-policy "Policy intersection"): capability and command allow
-// lists intersect, block lists union, numeric limits take the lower
-// non-zero value, rate limits accumulate (every bucket applies). Paths
-// (default_cwd, allowed_roots, state_dir) come from the first layer that
-// sets them; allowed_roots of both layers intersect when both are set.
+// execution-policy "Policy intersection"; docs/POLICY.md, "Node layers").
+// The result is never wider than a or b in any field:
+//
+//   - capabilities and allowed_commands intersect ("all" or omitted is
+//     every name; [] is none);
+//   - blocked_commands and rate_limits accumulate (every block and every
+//     bucket applies);
+//   - limits and pool values take the lower value, where 0 means unset
+//     (no bound from that layer);
+//   - allowed_roots intersect by containment: a root of one layer inside
+//     a root of the other is kept. Omitted means the home directory (as a
+//     node reads it), never "unrestricted", so omitted ∩ ["/srv"] is
+//     ["/srv"] only when /srv lies under home. An empty result means no
+//     root at all.
+//
+// Paths that grant nothing (default_cwd, state_dir) and the vault key come
+// from the first layer that sets them; module settings merge per family.
+// Roots are compared lexically (filepath.Clean): callers that take roots
+// from users canonicalize them first (nodeLayers in cmd/lemon does).
 func Restrict(a, b *Worker) *Worker {
 	out := *a
 	out.Capabilities = a.Capabilities.Intersect(b.Capabilities)
@@ -315,21 +353,8 @@ func Restrict(a, b *Worker) *Worker {
 	out.Pool.RecycleAfterCalls = lower(a.Pool.RecycleAfterCalls, b.Pool.RecycleAfterCalls)
 	out.Pool.MemoryLimitPages = uint32(lower(int(a.Pool.MemoryLimitPages), int(b.Pool.MemoryLimitPages)))
 	out.RateLimits = append(append([]RateLimit(nil), a.RateLimits...), b.RateLimits...)
-	switch {
-	case a.AllowedRoots == nil:
-		out.AllowedRoots = b.AllowedRoots
-	case b.AllowedRoots != nil:
-		out.AllowedRoots = nil
-		for _, r := range a.AllowedRoots {
-			for _, s := range b.AllowedRoots {
-				if r == s {
-					out.AllowedRoots = append(out.AllowedRoots, r)
-				}
-			}
-		}
-		if out.AllowedRoots == nil {
-			out.AllowedRoots = []string{}
-		}
+	if a.AllowedRoots != nil || b.AllowedRoots != nil {
+		out.AllowedRoots = IntersectRoots(a.EffectiveRoots(), b.EffectiveRoots())
 	}
 	if out.DefaultCwd == "" {
 		out.DefaultCwd = b.DefaultCwd
@@ -342,6 +367,144 @@ func Restrict(a, b *Worker) *Worker {
 	}
 	out.Modules = a.Modules.merge(b.Modules)
 	return &out
+}
+
+// homeDir is the home directory an omitted allowed_roots means; a
+// variable so tests can fix it.
+var homeDir = os.UserHomeDir
+
+// EffectiveRoots returns the roots w grants: allowed_roots when set, else
+// the home directory alone (none if there is no home directory).
+func (w *Worker) EffectiveRoots() []string {
+	if w.AllowedRoots != nil {
+		return w.AllowedRoots
+	}
+	if h, err := homeDir(); err == nil && filepath.IsAbs(h) {
+		return []string{filepath.Clean(h)}
+	}
+	return []string{}
+}
+
+// IntersectRoots returns the directories both root lists grant: each root
+// of a that lies inside (or is) a root of b, and each root of b inside a
+// root of a; sorted, without duplicates or roots nested in another result
+// root. It never returns nil: an empty list grants no root.
+func IntersectRoots(a, b []string) []string {
+	var cand []string
+	for _, r := range a {
+		for _, s := range b {
+			switch {
+			case Within(r, s):
+				cand = append(cand, filepath.Clean(r))
+			case Within(s, r):
+				cand = append(cand, filepath.Clean(s))
+			}
+		}
+	}
+	sort.Strings(cand)
+	out := []string{}
+	for _, c := range cand {
+		nested := false
+		for _, o := range out {
+			if Within(c, o) {
+				nested = true
+				break
+			}
+		}
+		if !nested {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Within reports whether path p is root or lies under it, lexically
+// (both absolute; filepath.Clean applied).
+func Within(p, root string) bool {
+	if !filepath.IsAbs(p) || !filepath.IsAbs(root) {
+		return false
+	}
+	p, root = filepath.Clean(p), filepath.Clean(root)
+	if p == root || root == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, root+"/")
+}
+
+// RootsWithin reports whether every root of narrow lies inside a root of
+// wide.
+func RootsWithin(narrow, wide []string) bool {
+	for _, r := range narrow {
+		ok := false
+		for _, w := range wide {
+			ok = ok || Within(r, w)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Widens names the keys in which n grants more than w (empty when n is
+// within w in every authority field): capabilities, allowed_commands,
+// blocked_commands, allowed_roots, each limit and pool value (0 unset),
+// rate_limits. `lemon policy check` and the tests use it.
+func Widens(n, w *Worker) []string {
+	var out []string
+	if !setWithin(n.Capabilities, w.Capabilities) {
+		out = append(out, "capabilities")
+	}
+	if !setWithin(n.AllowedCommands, w.AllowedCommands) {
+		out = append(out, "allowed_commands")
+	}
+	for _, b := range w.BlockedCommands {
+		if !slices.Contains(n.BlockedCommands, b) {
+			out = append(out, "blocked_commands")
+			break
+		}
+	}
+	if (n.AllowedRoots != nil || w.AllowedRoots != nil) && !RootsWithin(n.EffectiveRoots(), w.EffectiveRoots()) {
+		out = append(out, "allowed_roots")
+	}
+	for _, l := range []struct {
+		key  string
+		n, w int
+	}{
+		{"limits.max_active_processes", n.Limits.MaxActiveProcesses, w.Limits.MaxActiveProcesses},
+		{"limits.max_retained_receipts", n.Limits.MaxRetainedReceipts, w.Limits.MaxRetainedReceipts},
+		{"limits.output_cache_entries", n.Limits.OutputCacheEntries, w.Limits.OutputCacheEntries},
+		{"pool.size", n.Pool.Size, w.Pool.Size},
+		{"pool.recycle_after_calls", n.Pool.RecycleAfterCalls, w.Pool.RecycleAfterCalls},
+		{"pool.memory_limit_pages", int(n.Pool.MemoryLimitPages), int(w.Pool.MemoryLimitPages)},
+	} {
+		if l.w != 0 && (l.n == 0 || l.n > l.w) {
+			out = append(out, l.key)
+		}
+	}
+	for _, r := range w.RateLimits {
+		if !slices.Contains(n.RateLimits, r) {
+			out = append(out, "rate_limits")
+			break
+		}
+	}
+	return out
+}
+
+// setWithin reports whether every name n allows, w allows.
+func setWithin(n, w StringSet) bool {
+	if w.Unrestricted() {
+		return true
+	}
+	if n.Unrestricted() {
+		return false
+	}
+	for _, i := range n.Items {
+		if !w.Allows(i) {
+			return false
+		}
+	}
+	return true
 }
 
 func lower(a, b int) int {

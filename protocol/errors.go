@@ -54,6 +54,26 @@ const (
 	DomainPermissionDenied = "permission_denied"
 )
 
+// Domain codes of the node's enforcement of an execution context
+// (docs/POLICY.md, "Node enforcement").
+const (
+	// DomainWorkspaceReadOnly: a mutation method or an effect host call
+	// under a read_only workspace (FORBIDDEN).
+	DomainWorkspaceReadOnly = "workspace_read_only"
+	// DomainReadMethodEffect: an effect host call made while serving a
+	// read-class method (FORBIDDEN).
+	DomainReadMethodEffect = "read_method_effect"
+	// (DomainLimitExceeded, protocol/approvals.go, also answers a request
+	// beyond an execution-context limit on the node: max_file_bytes,
+	// max_timeout_ms, max_output_bytes.)
+	// DomainSandboxUnavailable: the context asks for a sandboxed run and
+	// the node cannot give the run a cgroup of its own (FORBIDDEN).
+	DomainSandboxUnavailable = "sandbox_unavailable"
+	// DomainContextMismatch: the context's runId is not the request's
+	// invokeId, or its workspace is not canonical on this node (FORBIDDEN).
+	DomainContextMismatch = "context_mismatch"
+)
+
 // ErrorDetails carries the machine-readable classification of an error.
 // Only bounded classifications belong here: never file bytes, secret names
 // or values, argv, or raw OS error text.

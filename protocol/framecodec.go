@@ -27,7 +27,8 @@ func DecodeEnvelope(ms []Member) (Envelope, error) {
 // DecodeRequest reads a req frame.
 func DecodeRequest(ms []Member) (Request, error) {
 	var r Request
-	err := decodeMembers(ms, []binding{{"type", &r.Type}, {"id", &r.ID}, {"method", &r.Method}, {"params", &r.Params}})
+	err := decodeMembers(ms, []binding{{"type", &r.Type}, {"id", &r.ID}, {"method", &r.Method}, {"params", &r.Params},
+		{"executionContext", &r.ExecutionContext}})
 	return r, err
 }
 

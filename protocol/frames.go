@@ -25,6 +25,10 @@ type Request struct {
 	ID     string          `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// ExecutionContext, on an operator's req, narrows the context the
+	// controller builds for the request (docs/POLICY.md, "Narrowing a
+	// request's context"); it can never widen it.
+	ExecutionContext json.RawMessage `json:"executionContext,omitempty"`
 }
 
 // Response is {"type":"res","id":"r1","ok":true,"payload":{...}} or the

@@ -20,7 +20,8 @@ var OperatorScopes = []string{ScopeRead, ScopeWrite, ScopeAdmin, ScopePairing, S
 // RequiredScope returns the operator scope a method needs, per the spec:
 // node.host.info needs operator.read; every node.fs.*, node.secrets.* and
 // node.process.* needs operator.admin (reads included); node.list and
-// node.describe read; node.rename write; node.pair.* pairing. ok is false
+// node.describe read; node.rename write; node.pair.* pairing;
+// approval.list and approval.decide operator.approvals. ok is false
 // for a method with no scope rule (callers refuse it).
 func RequiredScope(method string) (scope string, ok bool) {
 	switch {
@@ -32,7 +33,8 @@ func RequiredScope(method string) (scope string, ok bool) {
 	case strings.HasPrefix(method, "node.fs."), strings.HasPrefix(method, "node.secrets."),
 		strings.HasPrefix(method, "node.process."), method == "node.invoke":
 		return ScopeAdmin, true
-	case method == "node.pair.approve", method == "node.pair.reject", method == "node.pair.list":
+	case method == "node.pair.approve", method == "node.pair.reject", method == "node.pair.list",
+		method == MethodApprovalList, method == MethodApprovalDecide:
 		return ScopeApprovals, true
 	case strings.HasPrefix(method, "node.pair."), method == "connect.challenge":
 		return ScopePairing, true

@@ -50,6 +50,8 @@ type PairConfig struct {
 	Backoff      Backoff
 	Logger       *slog.Logger
 	Dialer       *websocket.Dialer
+	// CAFile is as Config.CAFile.
+	CAFile string
 }
 
 // PairError is a pairing failure with a message safe to print: it never
@@ -204,6 +206,7 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 		ClientID:      "lemon-node-pair",
 		ClientVersion: version.Version,
 		Dialer:        p.cfg.Dialer,
+		CAFile:        p.cfg.CAFile,
 		OnEvent: func(ev protocol.Event) {
 			if ev.Event != protocol.EventPairResolved {
 				return
@@ -225,7 +228,14 @@ func (p *pairing) session(ctx context.Context) (*NodeRecord, error) {
 			}
 			return nil, operatorAuthError(pe)
 		}
-		p.log.Info("controller unreachable", "reason", safeReason(err))
+		if errors.Is(err, client.ErrCAFile) {
+			return nil, &PairError{Msg: err.Error()}
+		}
+		if client.TrustFailure(err) {
+			p.log.Warn("controller unreachable", "reason", safeReason(err))
+		} else {
+			p.log.Info("controller unreachable", "reason", safeReason(err))
+		}
 		return nil, errRetry
 	}
 	defer conn.Close()

@@ -381,6 +381,21 @@ func TestPairOperatorCredentialErrorsDoNotEcho(t *testing.T) {
 	}
 }
 
+// An unusable CA file ends pairing at once with a message naming the
+// flag, not the path (docs/DEPLOY.md, "TLS").
+func TestPairCAFileRefused(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv(client.EnvCAFile, "")
+	store, _ := worker.DefaultTokenStore()
+	missing := filepath.Join(t.TempDir(), "canary-dir", "ca.pem")
+	_, err := worker.Pair(pairCtx(t), worker.PairConfig{ControllerURL: "wss://127.0.0.1:1/ws", OperatorToken: "op-token",
+		Name: "worker-ca", Store: store, CAFile: missing})
+	var pe *worker.PairError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--ca-file") || strings.Contains(err.Error(), "canary-dir") {
+		t.Fatalf("Pair = %v", err)
+	}
+}
+
 // A record file copied over another node's file is refused.
 func TestTokenStoreRefusesSwappedRecord(t *testing.T) {
 	store := worker.TokenStore{Dir: filepath.Join(t.TempDir(), "execution")}

@@ -72,6 +72,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Dialer overrides the WebSocket dialer (TLS roots, proxies).
 	Dialer *websocket.Dialer
+	// CAFile is a PEM bundle trusted for wss:// besides the system roots
+	// (--ca-file); empty means $LEMON_CA_FILE (client.Options.CAFile).
+	CAFile string
 	// OnConnected, if set, is called after each successful handshake.
 	OnConnected func(hello protocol.NodeHelloOK)
 }
@@ -181,7 +184,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			d = half + time.Duration(rnd.Int64N(int64(half)+1))
 		}
 		attempt++
-		w.log.Info("controller connection lost; reconnecting", "reason", res.reason, "delay", d.Round(time.Millisecond))
+		level := slog.LevelInfo
+		if res.trust {
+			level = slog.LevelWarn
+		}
+		w.log.Log(ctx, level, "controller connection lost; reconnecting", "reason", res.reason, "delay", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -263,6 +270,7 @@ func (w *Worker) closeRetired() {
 
 type sessionResult struct {
 	reason string // bounded, for the log
+	trust  bool   // a TLS set-up failure (client.TrustFailure): logged at warn
 	stable bool   // the connection stayed up long enough to reset backoff
 	reload bool   // a new module set was installed: reconnect at once
 	// replaced: the controller closed this session because another
@@ -317,6 +325,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 		OnEvent:      s.onEvent,
 		ReadLimit:    int64(w.cfg.MaxPayload) + client.EnvelopeSlack,
 		Dialer:       w.cfg.Dialer,
+		CAFile:       w.cfg.CAFile,
 		PingInterval: w.cfg.PingInterval,
 		IdleTimeout:  w.cfg.IdleTimeout,
 	})
@@ -328,7 +337,11 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 			}
 			return sessionResult{reason: pe.Code}
 		}
-		return sessionResult{reason: safeReason(err)}
+		if errors.Is(err, client.ErrCAFile) {
+			// Retrying cannot help: the file is the operator's to fix.
+			return sessionResult{fatal: fmt.Errorf("%w: %w", ErrFatal, err)}
+		}
+		return sessionResult{reason: safeReason(err), trust: client.TrustFailure(err)}
 	}
 	var hello protocol.NodeHelloOK
 	if json.Unmarshal(conn.HelloRaw(), &hello) != nil {

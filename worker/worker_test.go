@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -17,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"lemon/client"
 	"lemon/client/fakecontrol"
+	"lemon/client/tlsdev"
 	"lemon/host/moduleset"
 	"lemon/protocol"
 	"lemon/worker"
@@ -639,5 +642,75 @@ func TestWorkerRefusesCorruptModuleAlone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cache, hiMod.SHA256+".wasm")); err != nil {
 		t.Fatalf("good module not cached: %v", err)
+	}
+}
+
+// An unusable CA file stops the node at once (docs/DEPLOY.md, "TLS").
+func TestWorkerCAFile(t *testing.T) {
+	t.Setenv(client.EnvCAFile, "")
+	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken})
+	defer srv.Close()
+	// The CA file is read for wss:// only; nothing is dialled.
+	w, err := worker.New(worker.Config{ControllerURL: "wss" + strings.TrimPrefix(srv.URL, "ws"), Token: nodeToken,
+		Dispatcher: newFake(), CAFile: filepath.Join(t.TempDir(), "missing.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(ctxT(t))
+	if !errors.Is(err, worker.ErrFatal) || !errors.Is(err, client.ErrCAFile) {
+		t.Fatalf("Run = %v, want ErrFatal wrapping ErrCAFile", err)
+	}
+	if srv.Connects() != 0 {
+		t.Fatalf("connects = %d, want 0", srv.Connects())
+	}
+}
+
+// An untrusted controller certificate is retried and logged at warn, with
+// the message that names --ca-file.
+func TestWorkerUntrustedCertificateWarns(t *testing.T) {
+	t.Setenv(client.EnvCAFile, "")
+	ca, err := tlsdev.NewCA("test CA", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue([]string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakecontrol.New(fakecontrol.Options{NodeToken: nodeToken, TLS: &tls.Config{Certificates: []tls.Certificate{pair}}})
+	defer srv.Close()
+	var logBuf strings.Builder
+	var mu sync.Mutex
+	w, err := worker.New(worker.Config{ControllerURL: srv.URL, Token: nodeToken, Dispatcher: newFake(),
+		Backoff: worker.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		Logger:  slog.New(slog.NewTextHandler(lockedWriter{&mu, &logBuf}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	want := `level=WARN msg="controller connection lost; reconnecting" reason="` + client.ReasonUnknownCA
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := logBuf.String()
+		mu.Unlock()
+		if strings.Count(got, want) >= 2 { // retried
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("log lacks two %q:\n%s", want, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }

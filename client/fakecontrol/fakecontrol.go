@@ -11,6 +11,7 @@ package fakecontrol
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -47,11 +48,13 @@ type Options struct {
 	AuthNodeID string
 	// ConnectHook may refuse a connect after the token check.
 	ConnectHook func(p protocol.ConnectParams) *protocol.Error
+	// TLS, when set, serves wss:// with this configuration.
+	TLS *tls.Config
 }
 
 // Server is a running fake controller on 127.0.0.1.
 type Server struct {
-	URL  string // ws://127.0.0.1:PORT/ws
+	URL  string // ws://127.0.0.1:PORT/ws (wss:// with Options.TLS)
 	opts Options
 	hs   *httptest.Server
 
@@ -78,7 +81,13 @@ func New(opts Options) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
-	s.hs = httptest.NewServer(mux)
+	s.hs = httptest.NewUnstartedServer(mux)
+	if opts.TLS != nil {
+		s.hs.TLS = opts.TLS
+		s.hs.StartTLS()
+	} else {
+		s.hs.Start()
+	}
 	s.URL = "ws" + strings.TrimPrefix(s.hs.URL, "http") + "/ws"
 	return s
 }

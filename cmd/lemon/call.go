@@ -34,7 +34,8 @@ const (
 	envControlPlaneToken = "LEMON_CONTROL_PLANE_OPERATOR_TOKEN"
 )
 
-const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST] METHOD [PARAMS_JSON | -]
+const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST]
+                 [--execution-context JSON] METHOD [PARAMS_JSON | -]
 
 Sends one request to the controller and prints the response payload as JSON
 on stdout (exit 0). An error response is printed as its error object JSON on
@@ -44,9 +45,19 @@ reads it from stdin).
 The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. The controller defaults to
 $LEMON_CONTROLLER, else ws://127.0.0.1:7777/ws.
+--ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
+(lemon tls dev writes one).
 
-example:
+--execution-context narrows the authority of the request (a JSON object
+with any of principal, policy, workspace {root, mode}, capabilities and
+limits; docs/POLICY.md, "Narrowing a request's context"); a wider one is
+refused FORBIDDEN context_wider. When the operator's policy holds the
+request for approval, the approval id is printed on stderr and the call
+waits for an approver ("lemon approvals approve ID").
+
+examples:
   lemon call node.host.info '{"nodeId":"..."}'
+  lemon call --execution-context '{"capabilities":[]}' node.fs.read '{"nodeId":"n1","path":"/etc/hostname"}'
 `
 
 // operatorSession holds what every operator subcommand needs.
@@ -54,9 +65,45 @@ type operatorSession struct {
 	url    string
 	token  string
 	scopes []string
+	caFile string // PEM CA bundle trusted for wss:// besides the system roots
+	// execCtx, when set, narrows every request's execution context.
+	execCtx json.RawMessage
+	// onEvent, when set, receives the connection's events.
+	onEvent func(protocol.Event)
 }
 
-// operatorFlags adds --controller and --scopes to fs and returns a function
+// approvalNotice returns an event handler that prints the approval id of a
+// held request on stderr (docs/POLICY.md, "Approvals"): the id and the
+// method only, never params.
+func approvalNotice(stderr io.Writer, prog string) func(protocol.Event) {
+	return func(ev protocol.Event) {
+		if ev.Event != protocol.EventApprovalRequested {
+			return
+		}
+		var info protocol.ApprovalInfo
+		if json.Unmarshal(ev.Payload, &info) != nil || !printableID(info.ApprovalID) {
+			return
+		}
+		fmt.Fprintf(stderr, "%s: waiting for approval %s (an approver runs: lemon approvals approve %s)\n",
+			prog, info.ApprovalID, info.ApprovalID)
+	}
+}
+
+// printableID reports whether s is a short id of letters, digits and '-'.
+func printableID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// operatorFlags adds --controller, --scopes and --ca-file to fs and returns a function
 // that resolves them with the environment after parsing.
 func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operatorSession, error) {
 	def := getenv(envController)
@@ -65,8 +112,12 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	}
 	url := fs.String("controller", def, "controller /ws URL (default $"+envController+" or "+defaultControllerURL+")")
 	scopes := fs.String("scopes", "", "comma-separated operator scopes to request (default: all the token grants)")
+	var caFile string
+	caFileVar(fs, &caFile, getenv)
 	return func() (operatorSession, error) {
-		s := operatorSession{url: *url, token: getenv(envOperatorToken)}
+		// Every operator command says which approval a held request waits on.
+		s := operatorSession{url: *url, token: getenv(envOperatorToken), caFile: caFile,
+			onEvent: approvalNotice(fs.Output(), fs.Name())}
 		if s.token == "" {
 			s.token = getenv(envControlPlaneToken)
 		}
@@ -84,11 +135,20 @@ func operatorFlags(fs *flag.FlagSet, getenv func(string) string) func() (operato
 	}
 }
 
+// caFileVar adds --ca-file (default $LEMON_CA_FILE) to fs, stored in p: a
+// PEM bundle trusted for wss:// besides the system roots (docs/DEPLOY.md,
+// "TLS").
+func caFileVar(fs *flag.FlagSet, p *string, getenv func(string) string) {
+	fs.StringVar(p, "ca-file", getenv(client.EnvCAFile),
+		"PEM CA certificate(s) to trust for wss:// besides the system roots (default $"+client.EnvCAFile+"; 'lemon tls dev' writes one)")
+}
+
 // dial connects an operator session. A failure is returned as a protocol
 // error object (the controller's, or UNAVAILABLE with a safe reason).
 func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Conn, *protocol.Error) {
 	conn, err := client.Dial(ctx, s.url, client.Options{Token: s.token, Scopes: s.scopes,
-		ClientID: clientID, ClientVersion: version.Version})
+		ClientID: clientID, ClientVersion: version.Version, CAFile: s.caFile,
+		ExecutionContext: s.execCtx, OnEvent: s.onEvent})
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
@@ -103,6 +163,10 @@ func (s operatorSession) dial(ctx context.Context, clientID string) (*client.Con
 	return conn, nil
 }
 
+// maxExecutionContextBytes bounds --execution-context (the controller's
+// bound, authority.MaxContextBytes).
+const maxExecutionContextBytes = 64 << 10
+
 // maxParamsBytes bounds PARAMS_JSON read from stdin; the controller's
 // maxPayload refuses anything bigger anyway.
 const maxParamsBytes = 64 << 20
@@ -113,6 +177,7 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Usage = func() { fmt.Fprint(stderr, callUsage) }
 	resolve := operatorFlags(fs, getenv)
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (0: never)")
+	execCtx := fs.String("execution-context", "", "a JSON object narrowing the request's execution context")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -145,6 +210,15 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		fmt.Fprintf(stderr, "lemon call: %v\n", err)
 		return 2
+	}
+	if *execCtx != "" {
+		raw := bytes.TrimSpace([]byte(*execCtx))
+		var obj map[string]json.RawMessage
+		if len(raw) > maxExecutionContextBytes || json.Unmarshal(raw, &obj) != nil || obj == nil {
+			fmt.Fprintln(stderr, "lemon call: --execution-context must be a JSON object of at most 65536 bytes")
+			return 2
+		}
+		sess.execCtx = raw
 	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc

@@ -25,7 +25,7 @@ func init() {
 }
 
 const controllerUsage = `usage: lemon controller [--listen ADDR] [--policy controller.toml] [--tls-cert FILE --tls-key FILE]
-                        [--state DIR] [--session-ttl DURATION] [--module-set DIR]
+                        [--state DIR | --memory] [--session-ttl DURATION] [--module-set DIR]
                         [--log-format text|json] [--log-level LEVEL] [--audit-file FILE [--audit-fail-closed]]
 
 Serves /ws for operators and nodes until SIGINT or SIGTERM.
@@ -34,7 +34,9 @@ Serves /ws for operators and nodes until SIGINT or SIGTERM.
   --policy FILE        controller policy TOML file
   --tls-cert, --tls-key  PEM certificate and key: serve wss://
   --state DIR          state directory for the durable registry (default: the policy's state_dir,
-                       else memory only)
+                       else $STATE_DIRECTORY, else $XDG_STATE_HOME/lemon, else /var/lib/lemon
+                       as root, else ~/.local/state/lemon)
+  --memory             keep state in memory only: a restart forgets every paired node
   --session-ttl D      lifetime of a paired node's session, 1s to 168h (default 168h)
   --module-set DIR     pinned module-set directory (default: the policy's module_set, else the set
                        built into this binary; 'lemon modules export DIR' writes that one);
@@ -62,7 +64,8 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	policyFile := fs.String("policy", "", "controller policy TOML file")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate file (serve wss://)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file")
-	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else memory only)")
+	stateDir := fs.String("state", "", "state directory for the durable registry (default: policy state_dir, else $STATE_DIRECTORY, $XDG_STATE_HOME/lemon, /var/lib/lemon as root, ~/.local/state/lemon)")
+	memory := fs.Bool("memory", false, "keep state in memory only (a restart forgets every paired node)")
 	sessionTTL := fs.Duration("session-ttl", 0, "lifetime of a paired node's session, 1s to 168h (default 168h: 7 days); shorten it only to force re-pairing sooner")
 	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
 	obs := addObsFlags(fs, "controller", "info")
@@ -96,8 +99,28 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 		pol.TLS = policies.ControllerTLS{CertFile: *tlsCert, KeyFile: *tlsKey}
 	}
-	if *stateDir != "" {
+	if *memory && *stateDir != "" {
+		fmt.Fprintln(stderr, "lemon controller: --memory and --state exclude each other")
+		return 2
+	}
+	switch {
+	case *memory:
+		pol.StateDir = ""
+	case *stateDir != "":
 		pol.StateDir = *stateDir
+	case pol.StateDir == "":
+		// Durable by default (docs/DEPLOY.md, "State directory").
+		dir, err := defaultControllerState(getenv, geteuid())
+		if err != nil {
+			fmt.Fprintf(stderr, "lemon controller: %v\n", err)
+			return 1
+		}
+		pol.StateDir = dir
+	}
+	if pol.StateDir == "" {
+		fmt.Fprintln(stderr, "lemon controller: state in memory only (--memory): a restart forgets every paired node")
+	} else {
+		fmt.Fprintf(stderr, "lemon controller: state in %s\n", pol.StateDir)
 	}
 	if *moduleSet != "" {
 		pol.ModuleSet = *moduleSet

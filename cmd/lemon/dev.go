@@ -71,6 +71,9 @@ func randomToken(prefix string) string {
 }
 
 func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if nodeUnsupported("lemon dev", stderr) {
+		return 1
+	}
 	fs := flag.NewFlagSet("lemon dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, devUsage) }
@@ -126,14 +129,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fail(err)
 	}
-	pol, cwd, roots, err := effectivePolicy(o)
+	// lemon dev is for trying things in the directory you are in: without
+	// a policy file the cwd is an allowed root too (a plain node grants
+	// home and --allowed-root only); with one, the file's roots bound it.
+	pol, cwd, roots, err := nodeLayers(o, os.Getenv, true)
 	if err != nil {
 		return fail(err)
 	}
-	// lemon dev is for trying things in the directory you are in: the cwd
-	// is an allowed root too (a plain node grants home and --allowed-root
-	// only; the spec's cwd outside home grants nothing).
-	roots = appendRoot(roots, cwd)
 	// State (compilation cache, module cache, store) persists under
 	// ~/.lemon/dev/NAME so a restart does not recompile the modules.
 	state := o.state
@@ -289,16 +291,6 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	fmt.Fprintln(stderr, "lemon dev: stopped")
 	return 0
-}
-
-// appendRoot adds dir unless a root already equals it.
-func appendRoot(roots []string, dir string) []string {
-	for _, r := range roots {
-		if r == dir {
-			return roots
-		}
-	}
-	return append(roots, dir)
 }
 
 // devVaultKey returns the dev node's vault key file, creating a random

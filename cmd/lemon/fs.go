@@ -42,6 +42,8 @@ const fsUsage = `usage: lemon fs [--controller URL] COMMAND NODE ARGS...
 NODE is a nodeId or a node name. The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN; the controller from --controller, else $LEMON_CONTROLLER,
 else ws://127.0.0.1:7777/ws. Flags may come anywhere on the line.
+--ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
+(lemon tls dev writes one).
 `
 
 // fsCallTimeout bounds one request; the node's own deadline is 25 s.
@@ -80,7 +82,8 @@ func runFS(ctx context.Context, args []string) int {
 	}
 	controller := &op.url
 	token := op.token
-	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs"})
+	conn, err := client.Dial(ctx, *controller, client.Options{Token: token, Scopes: op.scopes, ClientID: "lemon-fs",
+		CAFile: op.caFile, OnEvent: op.onEvent})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)
 		return 1

@@ -49,6 +49,8 @@ it is the pinned one), and every module a node refused with its reason.
 operator.read; the token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Errors are printed as the error
 object JSON on stderr (exit 1).
+--ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
+(lemon tls dev writes one).
 `
 
 func modulesUsageText() string {

@@ -18,18 +18,19 @@ import (
 // refuses malformed ones, with a bounded message.
 func TestNodeCapabilitiesFlagOpenNames(t *testing.T) {
 	dir := t.TempDir()
-	pol, _, _, err := effectivePolicy(&nodeOptions{capabilities: "kv,read,write", cwd: dir})
+	t.Setenv("HOME", dir)
+	pol, _, _, err := nodeLayers(&nodeOptions{capabilities: "kv,read,write", cwd: dir}, noEnv, false)
 	if err != nil {
 		t.Fatalf("kv,read,write: %v", err)
 	}
 	if got := strings.Join(pol.Ceiling(), ","); got != "kv,read,write" {
 		t.Fatalf("ceiling = %s", got)
 	}
-	if pol, _, _, err = effectivePolicy(&nodeOptions{capabilities: "kv", cwd: dir}); err != nil || strings.Join(pol.Ceiling(), ",") != "kv" {
+	if pol, _, _, err = nodeLayers(&nodeOptions{capabilities: "kv", cwd: dir}, noEnv, false); err != nil || strings.Join(pol.Ceiling(), ",") != "kv" {
 		t.Fatalf("kv: %v %v", pol.Ceiling(), err)
 	}
 	for _, bad := range []string{"KV", "kv.get", "read,9x", "a" + strings.Repeat("b", 32)} {
-		if _, _, _, err := effectivePolicy(&nodeOptions{capabilities: bad, cwd: dir}); err == nil ||
+		if _, _, _, err := nodeLayers(&nodeOptions{capabilities: bad, cwd: dir}, noEnv, false); err == nil ||
 			!strings.Contains(err.Error(), "--capabilities: malformed capability") {
 			t.Errorf("%q: err = %v", bad, err)
 		}
@@ -38,10 +39,10 @@ func TestNodeCapabilitiesFlagOpenNames(t *testing.T) {
 	for i := range names {
 		names[i] = "c" + strings.Repeat("x", i%30) + string(rune('a'+i/30))
 	}
-	if _, _, _, err := effectivePolicy(&nodeOptions{capabilities: strings.Join(names[:64], ","), cwd: dir}); err != nil {
+	if _, _, _, err := nodeLayers(&nodeOptions{capabilities: strings.Join(names[:64], ","), cwd: dir}, noEnv, false); err != nil {
 		t.Fatalf("64 names: %v", err)
 	}
-	if _, _, _, err := effectivePolicy(&nodeOptions{capabilities: strings.Join(names, ","), cwd: dir}); err == nil {
+	if _, _, _, err := nodeLayers(&nodeOptions{capabilities: strings.Join(names, ","), cwd: dir}, noEnv, false); err == nil {
 		t.Fatal("65 names accepted")
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"lemon/host/moduleset/defaultset"
 	"lemon/hostcalls"
-	"lemon/policies"
 	"lemon/protocol"
 	"lemon/worker"
 )
@@ -40,6 +39,12 @@ interrupted.
 Credentials (prefer the environment to flags, which enter shell history):
   LEMON_NODE_TOKEN           interim node token from the controller policy
   LEMON_NODE_OPERATOR_TOKEN  operator token, used only by --pair
+  LEMON_NODE_CAPABILITIES    comma-separated capabilities: narrows the ceiling
+                             like --capabilities
+Layers only narrow: the node's policy is the --policy file ∩ the flags ∩
+LEMON_NODE_CAPABILITIES. An --allowed-root outside the file's allowed_roots,
+a capability outside its capabilities, or a --cwd outside the effective
+roots is an error. Without a file the roots are home plus each --allowed-root.
 Without LEMON_NODE_TOKEN the session stored by a previous --pair under
 ~/.lemon/nodes/execution/ is used (bound to the exact controller URL).
 --name finds it by the node's controller-side name or by the name it was
@@ -63,12 +68,18 @@ first joined with, so an operator rename does not orphan it.
   --audit-file FILE          one JSON line per host call, with the invokeId and principal
                              (docs/OPERATIONS.md); rotated at 100 MiB keeping 10; - for stdout
   --metrics-listen ADDR      serve /metrics, /healthz and /readyz on ADDR (e.g. 127.0.0.1:9464)
+  --ca-file FILE             PEM CA certificate(s) trusted for wss:// besides the
+                             system roots, for the node and --pair (default
+                             $LEMON_CA_FILE; 'lemon tls dev' writes one)
 `
 
 const (
 	envNodeToken         = "LEMON_NODE_TOKEN"
 	envNodeOperatorToken = "LEMON_NODE_OPERATOR_TOKEN"
 	envAllowInsecure     = "LEMON_NODE_ALLOW_INSECURE_CONTROLLER"
+	// envNodeCapabilities narrows the capability ceiling like
+	// --capabilities (docs/POLICY.md, "Node layers").
+	envNodeCapabilities = "LEMON_NODE_CAPABILITIES"
 )
 
 func runNode(args []string) int {
@@ -98,6 +109,7 @@ type nodeOptions struct {
 	token, operatorToken                 string
 	maxPayload                           int
 	obs                                  *obsFlags
+	caFile                               string // --ca-file, default $LEMON_CA_FILE
 }
 
 func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
@@ -108,7 +120,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.name, "name", "", "node name (trimmed; unique per controller)")
 	fs.StringVar(&o.controller, "controller", "", "controller /ws URL (wss://, or ws:// to loopback)")
 	fs.StringVar(&o.cwd, "cwd", "", "default working directory (default: the current directory)")
-	fs.Var(&o.roots, "allowed-root", "extra allowed file root, added to home (repeatable)")
+	fs.Var(&o.roots, "allowed-root", "allowed file root: added to home without --policy; with --policy it must lie inside the file's allowed_roots and narrows them (repeatable)")
 	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: all, or names such as "+strings.Join(hostcalls.AllCapabilities, ",")+" and any a module declares (e.g. kv)")
 	fs.StringVar(&o.policy, "policy", "", "worker policy TOML file")
 	fs.StringVar(&o.state, "state", "", "state directory (default: policy state_dir, else ~/.lemon/nodes/state/NAME, NAME as first joined)")
@@ -120,6 +132,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&o.operatorToken, "operator-token", "", "operator token for --pair (prefer "+envNodeOperatorToken+")")
 	fs.IntVar(&o.maxPayload, "max-payload", protocol.DefaultMaxPayload, "largest frame this node accepts and sends, in bytes")
 	o.obs = addObsFlags(fs, "node", "info")
+	caFileVar(fs, &o.caFile, getenv)
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
@@ -155,69 +168,6 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 		}
 	}
 	return o, 0
-}
-
-// effectivePolicy applies the flags to the policy by restriction: the
-// capability list narrows the ceiling, --cwd and --allowed-root choose
-// the paths (home stays a root, as the spec's CLI does).
-func effectivePolicy(o *nodeOptions) (pol *policies.Worker, cwd string, roots []string, err error) {
-	pol = &policies.Worker{}
-	if o.policy != "" {
-		if pol, err = policies.LoadWorker(o.policy); err != nil {
-			return nil, "", nil, err
-		}
-	}
-	if o.capabilities != "" {
-		set := policies.StringSet{Set: true, Items: []string{}}
-		for _, c := range strings.Split(o.capabilities, ",") {
-			c = strings.TrimSpace(c)
-			if c == "" {
-				continue
-			}
-			if c == "all" {
-				set = policies.StringSet{Set: true, All: true}
-				break
-			}
-			// Capabilities are open: module-declared names (kv, checksum)
-			// are as valid as the built-in ones (docs/POLICY.md, "Capabilities").
-			if err := hostcalls.CheckCapability(c); err != nil {
-				return nil, "", nil, fmt.Errorf("--capabilities: %w", err)
-			}
-			set.Items = append(set.Items, c)
-		}
-		if len(set.Items) > hostcalls.MaxCeilingCapabilities {
-			return nil, "", nil, fmt.Errorf("--capabilities: at most %d names", hostcalls.MaxCeilingCapabilities)
-		}
-		pol.Capabilities = pol.Capabilities.Intersect(set)
-	}
-	cwd = o.cwd
-	if cwd == "" {
-		cwd = pol.DefaultCwd
-	}
-	if cwd == "" {
-		if cwd, err = os.Getwd(); err != nil {
-			return nil, "", nil, errors.New("cannot determine the current directory; pass --cwd")
-		}
-	}
-	if cwd, err = existingDir(cwd); err != nil {
-		return nil, "", nil, fmt.Errorf("--cwd: %w", err)
-	}
-	if pol.AllowedRoots != nil {
-		roots = append(roots, pol.AllowedRoots...)
-	} else if home, herr := os.UserHomeDir(); herr == nil && home != "" {
-		roots = append(roots, home)
-	}
-	for _, r := range o.roots {
-		abs, err := existingDir(r)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("--allowed-root: %w", err)
-		}
-		roots = append(roots, abs)
-	}
-	if len(roots) > policies.SpecMaxAllowedRoots {
-		return nil, "", nil, fmt.Errorf("at most %d allowed roots", policies.SpecMaxAllowedRoots)
-	}
-	return pol, cwd, roots, nil
 }
 
 // existingDir makes p absolute and checks it is a directory. Errors name
@@ -277,7 +227,7 @@ func nodeIdentity(ctx context.Context, o *nodeOptions, methods map[string]int, l
 		cfg := worker.PairConfig{
 			ControllerURL: o.controller, AllowInsecureController: o.insecure,
 			OperatorToken: o.operatorToken, Name: o.name, Methods: methods, Store: store,
-			Repair: o.repair, NodeID: o.nodeID, Logger: log,
+			Repair: o.repair, NodeID: o.nodeID, Logger: log, CAFile: o.caFile,
 			OnCode: func(code string, exp time.Time) {
 				fmt.Fprintf(stderr, "pairing code: %s (valid until %s)\napprove it with: lemon nodes --controller %s approve %s\n",
 					code, exp.Local().Format(time.TimeOnly), o.controller, code)
@@ -341,6 +291,9 @@ func lookupRecord(store worker.TokenStore, o *nodeOptions) (*worker.NodeRecord, 
 }
 
 func runNodeJoin(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	if nodeUnsupported("lemon node join", stderr) {
+		return 1
+	}
 	o, code := parseNodeFlags(args, getenv, stderr)
 	if o == nil {
 		return code
@@ -353,7 +306,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		return fail(err)
 	}
 	log := o.obs.logger(stderr, o.obs.logLevel)
-	pol, cwd, roots, err := effectivePolicy(o)
+	pol, cwd, roots, err := nodeLayers(o, getenv, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -404,6 +357,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		Name: id.name, NodeID: id.nodeID, Token: id.token,
 		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
 		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
+		CAFile: o.caFile,
 	})
 	if err != nil {
 		return fail(err)

@@ -35,6 +35,8 @@ node that holds a live session needs operator.admin, and says that it
 revokes that session. Errors are printed as the error object JSON on
 stderr (exit 1). --json prints {"nodes":[...],"pairings":[...]}: the
 entries of node.list and node.pair.list, flat.
+--ca-file FILE (default $LEMON_CA_FILE) trusts a private CA for wss://
+(lemon tls dev writes one).
 `
 
 func runNodes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"lemon/host"
 	"lemon/host/moduleset"
@@ -18,41 +19,48 @@ func init() {
 }
 
 const policyUsage = `usage: lemon policy check [--worker|--controller] FILE
+       lemon policy check [--worker] FILE [--capabilities LIST] [--allowed-root DIR]... [--cwd DIR]
 
 Validates a worker or controller policy and prints the effective policy
 (exit 0), or the reasons it is refused (exit 1). Without a flag the file is
 tried as a worker policy, then as a controller policy.
+
+With --capabilities, --allowed-root, --cwd or LEMON_NODE_CAPABILITIES the
+worker policy is combined with them as 'lemon node join' does (the file ∩
+the flags ∩ the environment) and the effective node policy is printed; a
+layer that would widen the file is refused, naming the layer and the file
+key (docs/POLICY.md, "Node layers").
 `
 
-// runPolicy implements `lemon policy check [--controller|--worker] FILE`.
-// Without a flag the file is tried as a worker policy, then as a
-// controller policy; the errors of both are shown if neither fits.
+// runPolicy implements `lemon policy check [--controller|--worker] FILE
+// [layers]`. Without a kind flag the file is tried as a worker policy,
+// then as a controller policy; the errors of both are shown if neither
+// fits. Layer flags make it a worker check of the node's layers.
 func runPolicy(args []string) int {
 	if len(args) < 2 || args[0] != "check" {
 		fmt.Fprint(os.Stderr, policyUsage)
 		return 2
 	}
-	kind, file := "", args[len(args)-1]
-	if len(args) == 3 {
-		kind = args[1]
+	kind, file, layers, ok := parsePolicyCheck(args[1:])
+	if !ok {
+		fmt.Fprint(os.Stderr, policyUsage)
+		return 2
 	}
-	if kind == "" || kind == "--worker" {
+	hasLayers := layers.capabilities != "" || len(layers.roots) > 0 || layers.cwd != ""
+	if hasLayers && kind == "--controller" {
+		fmt.Fprintln(os.Stderr, "lemon policy check: --capabilities, --allowed-root and --cwd apply to a worker policy")
+		return 2
+	}
+	if kind == "--worker" || hasLayers {
+		return checkWorkerLayers(file, layers, os.Getenv, os.Stdout, os.Stderr)
+	}
+	if kind == "" {
 		w, werr := policies.LoadWorker(file)
 		if werr == nil {
 			werr = checkRateTargets(w)
 		}
 		if werr == nil {
-			fmt.Print(w.String())
-			if m, _, err := defaultset.Load(); err == nil {
-				for _, warn := range ceilingWarnings(w, m) {
-					fmt.Fprintln(os.Stderr, "warning:", warn)
-				}
-			}
-			return 0
-		}
-		if kind == "--worker" {
-			fmt.Fprintln(os.Stderr, "worker policy:", werr)
-			return 1
+			return checkWorkerLayers(file, layers, os.Getenv, os.Stdout, os.Stderr)
 		}
 		c, cerr := policies.LoadController(file)
 		if cerr == nil {
@@ -62,10 +70,6 @@ func runPolicy(args []string) int {
 		fmt.Fprintf(os.Stderr, "not a valid worker policy: %v\nnot a valid controller policy: %v\n", werr, cerr)
 		return 1
 	}
-	if kind != "--controller" {
-		fmt.Fprint(os.Stderr, policyUsage)
-		return 2
-	}
 	c, err := policies.LoadController(file)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller policy:", err)
@@ -73,6 +77,47 @@ func runPolicy(args []string) int {
 	}
 	fmt.Print(c.String())
 	return 0
+}
+
+// parsePolicyCheck reads the arguments after "check": at most one kind
+// flag, exactly one FILE, and the node layer flags in any order (each
+// as "--flag VALUE" or "--flag=VALUE").
+func parsePolicyCheck(args []string) (kind, file string, layers *nodeOptions, ok bool) {
+	layers = &nodeOptions{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(a, "=")
+		switch name {
+		case "--worker", "--controller":
+			if hasValue || kind != "" {
+				return "", "", nil, false
+			}
+			kind = name
+			continue
+		case "--capabilities", "--allowed-root", "--cwd":
+			if !hasValue {
+				if i+1 >= len(args) {
+					return "", "", nil, false
+				}
+				i++
+				value = args[i]
+			}
+			switch name {
+			case "--capabilities":
+				layers.capabilities = value
+			case "--allowed-root":
+				layers.roots = append(layers.roots, value)
+			case "--cwd":
+				layers.cwd = value
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") || file != "" {
+			return "", "", nil, false
+		}
+		file = a
+	}
+	return kind, file, layers, file != ""
 }
 
 // checkRateTargets refuses rate rules that match no module or host call

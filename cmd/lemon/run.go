@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"lemon/client"
 	"lemon/protocol"
 )
 
@@ -171,8 +172,10 @@ func operatorPFlags(f *pflag.FlagSet, getenv func(string) string) func() (operat
 	}
 	url := f.String("controller", def, "controller /ws URL ($"+envController+", else "+defaultControllerURL+")")
 	scopes := f.String("scopes", "", "comma-separated operator scopes to request (default: all the token grants)")
+	caFile := f.String("ca-file", getenv(client.EnvCAFile),
+		"PEM CA certificate(s) to trust for wss:// besides the system roots ($"+client.EnvCAFile+"; 'lemon tls dev' writes one)")
 	return func() (operatorSession, error) {
-		s := operatorSession{url: *url, token: getenv(envOperatorToken)}
+		s := operatorSession{url: *url, token: getenv(envOperatorToken), caFile: *caFile}
 		if s.token == "" {
 			s.token = getenv(envControlPlaneToken)
 		}
@@ -206,6 +209,9 @@ func runRun(ctx context.Context, sess operatorSession, o *runOptions, stdin io.R
 		stdinB64 = base64.StdEncoding.EncodeToString(b)
 	}
 
+	if sess.onEvent == nil {
+		sess.onEvent = approvalNotice(stderr, "lemon run")
+	}
 	dialCtx, cancelDial := context.WithTimeout(ctx, time.Minute)
 	conn, perr := sess.dial(dialCtx, "lemon-run")
 	cancelDial()

@@ -40,6 +40,8 @@ var manifest = sdk.Manifest{
 		Name:       "node.checksum.sha256",
 		Version:    1,
 		Capability: "checksum",
+		// Its host call fs.read needs read: a call carries both.
+		Uses:       []string{"read"},
 		Scope:      protocol.ScopeAdmin,
 		Retry:      protocol.RetryRead,
 		DeadlineMs: deadlineMs,

@@ -27,6 +27,11 @@ type Manifest struct {
 // routing, validation, scopes and retry classes derive from
 // (docs/PLUGINS.md, "Declaring a method").
 //   - Capability is what the node's ceiling must allow.
+//   - Uses names the further capabilities the method's host calls need
+//     (each one of the manifest's Capabilities): a call carries
+//     {Capability} ∪ Uses, intersected with the operator's capabilities
+//     (docs/POLICY.md, "Execution context"), and a policy selector
+//     capability:X matches a method whose Capability or Uses names X.
 //   - Scope is the operator scope a caller needs: protocol.ScopeRead,
 //     ScopeWrite or ScopeAdmin; "" means ScopeAdmin.
 //   - Retry is protocol.RetryRead or RetryMutation; "" means RetryMutation.
@@ -38,6 +43,7 @@ type MethodSpec struct {
 	Name       string              `json:"name"`
 	Version    int                 `json:"version"`
 	Capability string              `json:"capability"`
+	Uses       []string            `json:"uses,omitempty"`
 	Scope      string              `json:"scope,omitempty"`
 	Retry      string              `json:"retry,omitempty"`
 	Params     *protocol.Schema    `json:"params,omitempty"`

@@ -6,6 +6,7 @@ package hosttest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"lemon/host/moduleset"
+	"lemon/policies/authority"
 )
 
 var (
@@ -91,4 +93,29 @@ func Cleanup() {
 		os.RemoveAll(dir)
 		dir = ""
 	}
+}
+
+// Context returns the JSON of a valid execution context v1 for a request
+// with invokeId runID: principal "test", full-access policy, capabilities
+// caps (docs/POLICY.md, "Execution context").
+func Context(t testing.TB, runID string, caps ...string) json.RawMessage {
+	t.Helper()
+	return ContextOf(t, authority.ExecutionContext{RunID: runID, Principal: "test", Provenance: "test", Capabilities: caps})
+}
+
+// ContextOf validates c (authority.New) and returns its JSON.
+func ContextOf(t testing.TB, c authority.ExecutionContext) json.RawMessage {
+	t.Helper()
+	if c.Capabilities == nil {
+		c.Capabilities = []string{}
+	}
+	ec, err := authority.New(c)
+	if err != nil {
+		t.Fatalf("context: %v", err)
+	}
+	b, err := ec.MarshalJSON()
+	if err != nil {
+		t.Fatalf("context: %v", err)
+	}
+	return b
 }

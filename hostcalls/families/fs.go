@@ -1,4 +1,4 @@
-//go:build !lemon_no_fs
+//go:build linux && !lemon_no_fs
 
 package families
 

@@ -1,4 +1,4 @@
-//go:build !lemon_no_spawn && !lemon_no_fs
+//go:build linux && !lemon_no_spawn && !lemon_no_fs
 
 package families
 
@@ -26,6 +26,13 @@ func init() {
 		}
 		sp, err := spawn.New(spawn.Config{
 			Store: st, Dirs: dirs,
+			Workspace: func(ws string) (spawn.DirResolver, func(), error) {
+				view, release, err := dirs.Workspace(ws)
+				if err != nil {
+					return nil, nil, err
+				}
+				return view, release, nil
+			},
 			AllowedCommands: allowed, BlockedCommands: pol.BlockedCommands,
 			MaxActive:          pol.Limits.MaxActiveProcesses,
 			MaxRetained:        pol.Limits.MaxRetainedReceipts,

@@ -170,3 +170,19 @@ func BenchmarkList500Native(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatHostCallWorkspace is BenchmarkStatHostCall under an
+// execution context's workspace: every call resolves and pins the
+// workspace directory (FS.Workspace) before its own walk.
+func BenchmarkStatHostCallWorkspace(b *testing.B) {
+	e, _ := benchEnv(b)
+	fn := hostCall(e, "fs.stat")
+	args := []byte(`{"path":"sub/file.bin"}`)
+	call := newCall()
+	call.auth.Workspace = e.abs("root/dir")
+	for b.Loop() {
+		if _, err := fn(context.Background(), call, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

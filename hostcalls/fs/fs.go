@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls"
 	"lemon/protocol"
 )
 
@@ -90,13 +91,21 @@ type root struct {
 	ino     uint64
 }
 
-// FS is the file service of one node. It is safe for concurrent use.
+// FS is the file service of one node. It is safe for concurrent use. A
+// workspace view (Workspace) is an FS whose only root is the workspace
+// directory; it shares the node's locks, previews, descriptor budget and
+// lifetime (core).
 type FS struct {
-	roots    []*root
-	cwd      []string
-	lim      limits
-	maxRead  int
-	now      func() time.Time
+	*core
+	roots   []*root
+	cwd     []string
+	lim     limits
+	maxRead int
+	now     func() time.Time
+}
+
+// core is the state an FS shares with its workspace views.
+type core struct {
 	fdsInUse atomic.Int64
 
 	// mu orders mutations: writes and mkdir hold it shared (writes also
@@ -137,7 +146,7 @@ func New(cfg Config) (*FS, error) {
 	if len(roots) > protocol.FSMaxRoots {
 		return nil, errors.New("fs: at most 64 allowed roots")
 	}
-	f := &FS{lim: defaultLimits, maxRead: protocol.FSMaxReadLength, now: time.Now}
+	f := &FS{core: &core{}, lim: defaultLimits, maxRead: protocol.FSMaxReadLength, now: time.Now}
 	if cfg.MaxReadChunk > 0 && cfg.MaxReadChunk < f.maxRead {
 		f.maxRead = cfg.MaxReadChunk
 	}
@@ -353,4 +362,60 @@ func (k *keyLocks) lock(key string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// Workspace returns a view of f whose only allowed root, and default cwd,
+// is the directory ws (docs/FS.md, "Workspaces"): a path outside ws is
+// path_not_allowed even when it lies inside the node's roots. ws must be
+// canonical (absolute, clean, without a symlink in any component) and lie
+// inside one of f's roots; it is resolved from f's pinned root
+// descriptors, one component at a time, like any path, and pinned as an
+// O_PATH descriptor for the view's life, so replacing a component of ws
+// by a symlink afterwards cannot move the view. ws "" returns f itself.
+// release closes the view's descriptor; the view shares f's locks,
+// previews, descriptor budget and Close.
+func (f *FS) Workspace(ws string) (view *FS, release func(), err error) {
+	if ws == "" {
+		return f, func() {}, nil
+	}
+	if f.closed.Load() {
+		return nil, nil, errBusy()
+	}
+	if !filepath.IsAbs(ws) || filepath.Clean(ws) != ws || len(ws) > protocol.FSMaxPathBytes {
+		return nil, nil, errNotAllowed()
+	}
+	f.life.RLock()
+	defer f.life.RUnlock()
+	comps := splitAbs(ws)
+	t, err := f.walk(comps, walkOpts{})
+	if err != nil {
+		return nil, nil, errNotAllowed()
+	}
+	defer f.closeTarget(t)
+	if !t.exists || !isDir(&t.st) || !equalComps(t.canon, comps) {
+		return nil, nil, errNotAllowed()
+	}
+	fd, err := f.openAt(t.dir, t.name, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, nil, errNotAllowed()
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != t.st.Dev || st.Ino != t.st.Ino {
+		f.closeFD(fd)
+		return nil, nil, errNotAllowed()
+	}
+	r := &root{fd: fd, canon: ws, comps: comps, dev: st.Dev, ino: st.Ino}
+	view = &FS{core: f.core, roots: []*root{r}, cwd: comps, lim: f.lim, maxRead: f.maxRead, now: f.now}
+	var once sync.Once
+	return view, func() { once.Do(func() { f.closeFD(fd) }) }, nil
+}
+
+// For returns the view a host call works through: the workspace view of
+// the call's execution context (hostcalls.Authority.Workspace), or f
+// itself without one. release must be called when the call is done.
+func (f *FS) For(call hostcalls.Call) (*FS, func(), error) {
+	if call == nil {
+		return f, func() {}, nil
+	}
+	return f.Workspace(call.Invocation().Authority.Workspace)
 }

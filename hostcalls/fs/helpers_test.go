@@ -143,6 +143,7 @@ type fakeCall struct {
 	blobs     map[uint32][]byte
 	next      uint32
 	maxResult int // Invocation.MaxResultBytes
+	auth      hostcalls.Authority
 }
 
 func newCall() *fakeCall { return &fakeCall{blobs: map[uint32][]byte{}} }
@@ -150,7 +151,7 @@ func newCall() *fakeCall { return &fakeCall{blobs: map[uint32][]byte{}} }
 func (c *fakeCall) Module() string { return "fs" }
 func (c *fakeCall) Method() string { return "node.fs.test" }
 func (c *fakeCall) Invocation() hostcalls.Invocation {
-	return hostcalls.Invocation{InvokeID: "i1", NodeID: "n1", MaxResultBytes: c.maxResult}
+	return hostcalls.Invocation{InvokeID: "i1", NodeID: "n1", MaxResultBytes: c.maxResult, Authority: c.auth}
 }
 func (c *fakeCall) Await(done <-chan struct{}) uint32 { return 0 }
 func (c *fakeCall) Blob(id uint32) ([]byte, bool) {

@@ -59,6 +59,7 @@ var (
 		hostcalls.Err(protocol.InvalidParams("length", ""), "length is not 1 to 1048576"),
 		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"))
 	writeErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(errFileLimit, "offset + the data's length is more than the execution context's max_file_bytes"),
 		hostcalls.Err(protocol.InvalidParams("dataBase64", ""), "blob names no input blob, or holds more than 1048576 bytes"),
 		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"),
 		hostcalls.Err(protocol.FSError(protocol.DomainRevisionConflict), "expectedModifiedAtMs does not match the file"))
@@ -80,6 +81,11 @@ var (
 		hostcalls.Err(protocol.FSError(protocol.DomainStalePreview), "the tree changed since the preview"))
 )
 
+// errFileLimit refuses a write that would end past the execution
+// context's max_file_bytes.
+var errFileLimit = protocol.DomainError(protocol.CodeForbidden, protocol.DomainLimitExceeded,
+	"the write would make the file larger than the execution context's max_file_bytes").WithRetry(false, false)
+
 // run runs fn through f.do and returns its result by value; an error is
 // a *protocol.Error.
 func run[R any](ctx context.Context, f *FS, op string, mutation bool, fn func() (*R, error)) (R, error) {
@@ -95,7 +101,12 @@ func run[R any](ctx context.Context, f *FS, op string, mutation bool, fn func() 
 	return *r, nil
 }
 
-func (f *FS) hcList(ctx context.Context, _ hostcalls.Call, a contract.FSListArgs) (contract.FSListResult, error) {
+func (fs *FS) hcList(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.FSListResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSListResult{}, protocol.AsError(err)
+	}
+	defer release()
 	return run(ctx, f, "list", false, func() (*contract.FSListResult, error) {
 		r, err := f.List(a.Path, a.ShowHidden)
 		if err != nil {
@@ -121,7 +132,12 @@ func legacyList(r *protocol.FSListResult) *contract.FSListResult {
 	return out
 }
 
-func (f *FS) hcListPayload(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.PayloadResult, error) {
+func (fs *FS) hcListPayload(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.PayloadResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.PayloadResult{}, protocol.AsError(err)
+	}
+	defer release()
 	v, err := f.do(ctx, "list", false, func() (any, error) { return f.ListPayload(a.Path, a.ShowHidden) })
 	return payloadBlob(call, v, err)
 }
@@ -139,22 +155,48 @@ func payloadBlob(call hostcalls.Call, v any, err error) (contract.PayloadResult,
 	return contract.PayloadResult{PayloadBlob: call.PutBlob(b)}, nil
 }
 
-func (f *FS) hcStat(ctx context.Context, _ hostcalls.Call, a contract.FSPathArgs) (contract.FSStat, error) {
+func (fs *FS) hcStat(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.FSStat, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSStat{}, protocol.AsError(err)
+	}
+	defer release()
 	return run(ctx, f, "stat", false, func() (*protocol.FSStat, error) { return f.Stat(a.Path) })
 }
 
-func (f *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.PayloadResult, error) {
+func (fs *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.PayloadResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.PayloadResult{}, protocol.AsError(err)
+	}
+	defer release()
 	v, err := f.do(ctx, "stat", false, func() (any, error) { return f.StatPayload(a.Path) })
 	return payloadBlob(call, v, err)
 }
 
-func (f *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSReadArgs) (contract.FSReadResult, error) {
+func (fs *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSReadArgs) (contract.FSReadResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSReadResult{}, protocol.AsError(err)
+	}
+	defer release()
+	length := a.Length
+	// The context's max_file_bytes also bounds what one read returns: a
+	// longer read is a short chunk, which the spec allows.
+	if limit := call.Invocation().Authority.MaxFileBytes; limit > 0 && length > limit {
+		length = limit
+	}
 	return run(ctx, f, "read", false, func() (*protocol.FSReadCall, error) {
-		return f.read(a.Path, a.Offset, a.Length, call.Invocation().MaxResultBytes, call.PutBlob)
+		return f.read(a.Path, a.Offset, length, call.Invocation().MaxResultBytes, call.PutBlob)
 	})
 }
 
-func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, a contract.FSWriteArgs) (contract.FSWriteResult, error) {
+func (fs *FS) hcWrite(ctx context.Context, call hostcalls.Call, a contract.FSWriteArgs) (contract.FSWriteResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSWriteResult{}, protocol.AsError(err)
+	}
+	defer release()
 	data, ok := call.Blob(a.Blob)
 	if !ok {
 		return contract.FSWriteResult{}, protocol.InvalidParams("dataBase64", "dataBase64 is required")
@@ -162,14 +204,29 @@ func (f *FS) hcWrite(ctx context.Context, call hostcalls.Call, a contract.FSWrit
 	if len(data) > protocol.FSMaxWriteBytes {
 		return contract.FSWriteResult{}, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
 	}
+	// The context's max_file_bytes bounds where a write may end: a file
+	// never grows past it through this call (docs/FS.md, "Workspaces").
+	if limit := call.Invocation().Authority.MaxFileBytes; limit > 0 && (a.Offset < 0 || a.Offset > limit-int64(len(data))) {
+		return contract.FSWriteResult{}, errFileLimit
+	}
 	return run(ctx, f, "write", true, func() (*protocol.FSWriteResult, error) { return f.Write(a, data) })
 }
 
-func (f *FS) hcMkdir(ctx context.Context, _ hostcalls.Call, a contract.FSPathArgs) (contract.FSMkdirResult, error) {
+func (fs *FS) hcMkdir(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.FSMkdirResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSMkdirResult{}, protocol.AsError(err)
+	}
+	defer release()
 	return run(ctx, f, "mkdir", true, func() (*protocol.FSMkdirResult, error) { return f.Mkdir(a.Path) })
 }
 
-func (f *FS) hcMove(ctx context.Context, _ hostcalls.Call, a contract.FSMoveArgs) (contract.FSMoveResult, error) {
+func (fs *FS) hcMove(ctx context.Context, call hostcalls.Call, a contract.FSMoveArgs) (contract.FSMoveResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSMoveResult{}, protocol.AsError(err)
+	}
+	defer release()
 	if a.ExpectedModifiedAtMs == nil {
 		return contract.FSMoveResult{}, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs is required")
 	}
@@ -178,16 +235,31 @@ func (f *FS) hcMove(ctx context.Context, _ hostcalls.Call, a contract.FSMoveArgs
 	})
 }
 
-func (f *FS) hcPreview(ctx context.Context, _ hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.FSDeletePreviewResult, error) {
+func (fs *FS) hcPreview(ctx context.Context, call hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.FSDeletePreviewResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSDeletePreviewResult{}, protocol.AsError(err)
+	}
+	defer release()
 	return run(ctx, f, "delete_preview", false, func() (*protocol.FSDeletePreviewResult, error) { return f.Preview(a.Path, a.Recursive) })
 }
 
-func (f *FS) hcPreviewPayload(ctx context.Context, call hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.PayloadResult, error) {
+func (fs *FS) hcPreviewPayload(ctx context.Context, call hostcalls.Call, a contract.FSDeletePreviewArgs) (contract.PayloadResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.PayloadResult{}, protocol.AsError(err)
+	}
+	defer release()
 	v, err := f.do(ctx, "delete_preview", false, func() (any, error) { return f.PreviewPayload(a.Path, a.Recursive) })
 	return payloadBlob(call, v, err)
 }
 
-func (f *FS) hcDelete(ctx context.Context, _ hostcalls.Call, a contract.FSDeleteArgs) (contract.FSDeleteResult, error) {
+func (fs *FS) hcDelete(ctx context.Context, call hostcalls.Call, a contract.FSDeleteArgs) (contract.FSDeleteResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSDeleteResult{}, protocol.AsError(err)
+	}
+	defer release()
 	if a.ConfirmationToken == "" || len(a.ConfirmationToken) > protocol.MaxConfirmationTokenBytes {
 		return contract.FSDeleteResult{}, protocol.InvalidParams("confirmationToken", "confirmationToken is required")
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -342,4 +343,23 @@ func (c *containment) recover(rec record, deadline time.Time) {
 		ps = ps[:1]
 	}
 	killPinned(ps, deadline)
+}
+
+// startNoNewPrivs runs start (which forks the run) on an OS thread of
+// its own that has PR_SET_NO_NEW_PRIVS set, so the child inherits it: no
+// setuid bit or file capability can raise its privileges (a sandboxed run,
+// docs/PROCESS.md, "Sandbox"). The flag cannot be cleared, so the thread
+// is never returned to the Go scheduler: the goroutine ends locked and the
+// runtime discards the thread.
+func startNoNewPrivs(start func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- err
+			return
+		}
+		errc <- start()
+	}()
+	return <-errc
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"lemon/hostcalls"
 	"lemon/protocol"
 )
 
@@ -51,11 +52,71 @@ func (s *Spawner) resolveCommand(argv0 string) (string, *protocol.Error) {
 	if !strings.Contains(argv0, "/") {
 		name = argv0
 	}
-	if s.blocked(name, path, real) || !s.allowed(name, path, real) {
-		return "", protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed,
-			"the node's policy does not allow this command").WithRetry(false, false)
+	if s.blocked(s.cfg.BlockedCommands, name, path, real) || !s.allowed(argv0, name, path, real) {
+		return "", errCommandNotAllowed()
 	}
 	return path, nil
+}
+
+func errCommandNotAllowed() *protocol.Error {
+	return protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed,
+		"the node's policy does not allow this command").WithRetry(false, false)
+}
+
+// errTimeoutLimit refuses a run whose timeoutMs exceeds the execution
+// context's max_timeout_ms.
+var errTimeoutLimit = protocol.DomainError(protocol.CodeForbidden, protocol.DomainLimitExceeded,
+	"timeoutMs exceeds the execution context's max_timeout_ms").WithRetry(false, false)
+
+// errOutputLimit refuses a run whose maxOutputBytes exceeds the
+// execution context's max_output_bytes.
+var errOutputLimit = protocol.DomainError(protocol.CodeForbidden, protocol.DomainLimitExceeded,
+	"maxOutputBytes exceeds the execution context's max_output_bytes").WithRetry(false, false)
+
+// errNoSandbox refuses a sandboxed run on a node that cannot give it a
+// cgroup of its own.
+var errNoSandbox = protocol.DomainError(protocol.CodeForbidden, protocol.DomainSandboxUnavailable,
+	"the execution context asks for a sandbox and this node cannot give the run a cgroup of its own").WithRetry(false, false)
+
+// contextAllows applies the execution context's commands on top of the
+// worker policy (docs/PROCESS.md, "Command policy"): its blocked commands
+// block like the policy's; when it restricts commands, argv[0] must match
+// an entry, where a bare entry allows only that bare argv[0] (never a path
+// that resolves to the same file) and a path entry allows argv[0] only
+// when it is the same file and has the same base name (a multi-call
+// binary such as busybox chooses its program by that name).
+func (s *Spawner) contextAllows(a hostcalls.Authority, argv0, path string) bool {
+	if !a.Restricted && len(a.Blocked) == 0 {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	name := ""
+	if !strings.Contains(argv0, "/") {
+		name = argv0
+	}
+	if s.blocked(a.Blocked, name, path, real) {
+		return false
+	}
+	if !a.Restricted {
+		return true
+	}
+	for _, e := range a.Commands {
+		switch {
+		case e == "all":
+			return true
+		case e == "":
+		case !strings.Contains(e, "/"):
+			if e == name {
+				return true
+			}
+		case filepath.Base(e) == filepath.Base(argv0) && s.samePath(e, path, real):
+			return true
+		}
+	}
+	return false
 }
 
 // lookPath resolves argv0 to an absolute path of an executable regular
@@ -78,9 +139,9 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-func (s *Spawner) blocked(name, path, real string) bool {
+func (s *Spawner) blocked(list []string, name, path, real string) bool {
 	var exe os.FileInfo // stat of the resolved executable, on first need
-	for _, e := range s.cfg.BlockedCommands {
+	for _, e := range list {
 		if e == "" {
 			continue
 		}
@@ -117,7 +178,11 @@ func (s *Spawner) blocked(name, path, real string) bool {
 	return false
 }
 
-func (s *Spawner) allowed(name, path, real string) bool {
+// allowed applies the worker policy's allowed_commands. A match by file
+// (an entry that resolves to the same path or symlink target) also needs
+// the same base name as argv[0]: on a multi-call binary (busybox) every
+// program is one file, chosen by that name.
+func (s *Spawner) allowed(argv0, name, path, real string) bool {
 	if s.cfg.AllowedCommands == nil {
 		return true
 	}
@@ -134,12 +199,12 @@ func (s *Spawner) allowed(name, path, real string) bool {
 			if e == name {
 				return true
 			}
-			if p, ok := s.lookPath(e); ok && s.samePath(p, path, real) {
+			if p, ok := s.lookPath(e); ok && filepath.Base(argv0) == e && s.samePath(p, path, real) {
 				return true
 			}
 			continue
 		}
-		if s.samePath(e, path, real) {
+		if filepath.Base(e) == filepath.Base(argv0) && s.samePath(e, path, real) {
 			return true
 		}
 	}

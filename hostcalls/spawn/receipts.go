@@ -35,6 +35,12 @@ type record struct {
 	Generation uint64 `json:"generation"`
 	AdmittedMs int64  `json:"admittedMs"`
 	EndedMs    int64  `json:"endedMs,omitempty"`
+	// Principal is the execution context's principal the run (or
+	// tombstone) belongs to; "" for a request without one. Another
+	// principal's get answers not_found, its cancel process_not_owner, its
+	// run under the same id process_id_conflict (docs/PROCESS.md,
+	// "Ownership").
+	Principal string `json:"principal,omitempty"`
 
 	// Where the processes of a running record live, so that a restarted
 	// worker can stop them (docs/PROCESS.md, "Containment"): the run's
@@ -118,25 +124,38 @@ func (s *Spawner) load(id string) (rec record, found bool, err error) {
 
 // Get returns the receipt of processId, or state not_found after a
 // successful store read finding none. It never starts or changes anything.
-// A store failure is an error, never not_found.
-func (s *Spawner) Get(id string) (Receipt, error) {
+// A store failure is an error, never not_found. It is GetFor with no
+// principal.
+func (s *Spawner) Get(id string) (Receipt, error) { return s.GetFor(id, "") }
+
+// GetFor is Get on behalf of principal: a run (or tombstone) of another
+// principal answers not_found, as if it did not exist.
+func (s *Spawner) GetFor(id, principal string) (Receipt, error) {
 	if err := protocol.ValidateProcessID(id); err != nil {
 		return Receipt{}, err
 	}
 	s.lockID(id)
 	defer s.unlockID(id)
-	return s.get(id)
+	return s.get(id, principal)
 }
 
-// get answers Get; the caller holds id's gate, not s.mu.
-func (s *Spawner) get(id string) (Receipt, error) {
+// get answers GetFor; the caller holds id's gate, not s.mu. The record is
+// read once, for its principal and its receipt alike.
+func (s *Spawner) get(id, principal string) (Receipt, error) {
+	notFound := unknownOutputs(id, protocol.ProcessStateNotFound, nil)
 	s.mu.Lock()
-	if _, ok := s.active[id]; ok {
+	if r, ok := s.active[id]; ok {
 		s.mu.Unlock()
+		if r.principal != principal {
+			return notFound, nil
+		}
 		return unknownOutputs(id, protocol.ProcessStateRunning, nil), nil
 	}
 	if r, ok := s.unsaved[id]; ok {
 		defer s.mu.Unlock()
+		if r.terminal.Principal != principal {
+			return notFound, nil
+		}
 		return s.receiptOf(id, r.terminal), nil
 	}
 	s.mu.Unlock()
@@ -144,12 +163,18 @@ func (s *Spawner) get(id string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, errStore()
 	}
-	if !found {
-		return unknownOutputs(id, protocol.ProcessStateNotFound, nil), nil
+	if !found || rec.Principal != principal {
+		return notFound, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.receiptOf(id, rec), nil
+}
+
+// errNotOwner refuses a cancel of another principal's run.
+func errNotOwner() *protocol.Error {
+	return protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner,
+		"the process belongs to another principal").WithRetry(false, false)
 }
 
 // Cancel implements node.process.cancel for processId, on behalf of the
@@ -166,6 +191,13 @@ func (s *Spawner) get(id string) (Receipt, error) {
 //     before Cancel returns, so no later run can start under it; at the
 //     retained limit that is process_receipt_limit instead.
 func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{}, err error) {
+	return s.CancelFor(id, gen, "")
+}
+
+// CancelFor is Cancel on behalf of principal: a run, receipt or tombstone
+// of another principal is FORBIDDEN process_not_owner and nothing is
+// signalled or written; a new tombstone belongs to principal.
+func (s *Spawner) CancelFor(id string, gen uint64, principal string) (rc Receipt, wait <-chan struct{}, err error) {
 	if perr := protocol.ValidateProcessID(id); perr != nil {
 		return Receipt{}, nil, perr
 	}
@@ -177,6 +209,9 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 	s.mu.Unlock()
 	if active {
 		s.unlockID(id)
+		if r.principal != principal {
+			return Receipt{}, nil, errNotOwner()
+		}
 		if r.gen != gen {
 			return Receipt{}, nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner,
 				"only the node session that started the process may cancel it").WithRetry(true, false)
@@ -189,12 +224,18 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 		return Receipt{}, nil, errClosed()
 	}
 	if unsaved {
-		rc, err := s.get(id)
+		s.mu.Lock()
+		owner := s.unsaved[id].terminal.Principal
+		s.mu.Unlock()
+		if owner != principal {
+			return Receipt{}, nil, errNotOwner()
+		}
+		rc, err := s.get(id, principal)
 		return rc, nil, err
 	}
 	now := s.cfg.Now().UnixMilli()
 	tomb := record{V: 1, State: protocol.ProcessStateCancelled, Tombstone: true, Generation: gen,
-		AdmittedMs: now, EndedMs: now}
+		AdmittedMs: now, EndedMs: now, Principal: principal}
 	var existing *record
 	full := false
 	// A decision, not an error, leaves the function: an error would roll
@@ -220,6 +261,8 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 		return Receipt{}, nil, errStore()
 	case full:
 		return Receipt{}, nil, errReceiptLimit(false)
+	case existing != nil && existing.Principal != principal:
+		return Receipt{}, nil, errNotOwner()
 	case existing != nil:
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -233,13 +276,17 @@ func (s *Spawner) Cancel(id string, gen uint64) (rc Receipt, wait <-chan struct{
 // before it could execute); the same intent answers with the current
 // receipt; a different intent is CONFLICT process_id_conflict. Nothing is
 // ever executed again. The caller holds s.mu.
-func (s *Spawner) existingReceipt(id string, rec record, intent []byte) (Receipt, error) {
+func (s *Spawner) existingReceipt(id string, rec record, intent []byte, principal string) (Receipt, error) {
+	if rec.Principal != principal {
+		// Another principal's run or tombstone: never answered, never
+		// run (docs/PROCESS.md, "Ownership").
+		return Receipt{}, errIDConflict()
+	}
 	if rec.Tombstone {
 		return s.receiptOf(id, rec), nil
 	}
 	if !hmac.Equal(rec.Intent, intent) {
-		return Receipt{}, protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict,
-			"processId is already bound to a different request; it is never run again").WithRetry(false, false)
+		return Receipt{}, errIDConflict()
 	}
 	if _, ok := s.active[id]; ok {
 		return unknownOutputs(id, protocol.ProcessStateRunning, nil), nil
@@ -300,4 +347,9 @@ func (c *outputCache) get(id string) (cacheEntry, bool) {
 func (c *outputCache) len() int {
 	c.expire()
 	return len(c.m)
+}
+
+func errIDConflict() *protocol.Error {
+	return protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict,
+		"processId is already bound to a different request; it is never run again").WithRetry(false, false)
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls"
 	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
@@ -32,6 +33,14 @@ type Request struct {
 	MaxOutputBytes int64
 	Generation     uint64
 	Owner          string
+	// Auth is the request's execution context as the node enforces it
+	// (hostcalls.Authority): its principal owns the run, its commands
+	// narrow the worker policy's, its max_timeout_ms bounds TimeoutMs and
+	// its sandbox asks for no_new_privs and a cgroup of the run's own. The
+	// zero value is the worker policy alone.
+	Auth hostcalls.Authority
+	// Dirs admits cwd instead of Config.Dirs when set (a workspace view).
+	Dirs DirResolver
 	// OutputBudget caps the combined captured output, in bytes, at what
 	// the requesting session can deliver (protocol.ProcessOutputBudget of
 	// its MaxResultBytes); 0 leaves only the spawner's own budget. It is
@@ -66,8 +75,10 @@ type run struct {
 	id    string
 	gen   uint64
 	owner string
-	cmd   *exec.Cmd
-	pgid  int
+	// principal is the execution context's principal the run belongs to.
+	principal string
+	cmd       *exec.Cmd
+	pgid      int
 	// cg is the run's cgroup (containCgroup), "" otherwise; leaderStart is
 	// the leader's start time (/proc/PID/stat field 22), 0 if unknown.
 	cg          string
@@ -162,6 +173,12 @@ func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing
 	if perr := validateRequest(req); perr != nil {
 		return nil, nil, perr
 	}
+	if limit := req.Auth.MaxTimeoutMs; limit > 0 && req.TimeoutMs > limit {
+		return nil, nil, errTimeoutLimit
+	}
+	if limit := req.Auth.MaxOutputBytes; limit > 0 && req.MaxOutputBytes > limit {
+		return nil, nil, errOutputLimit
+	}
 	intent := s.bind(req)
 	s.lockID(req.ProcessID)
 	defer s.unlockID(req.ProcessID)
@@ -183,7 +200,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	}
 	if found {
 		s.mu.Lock()
-		rc, err := s.existingReceipt(id, rec, intent)
+		rc, err := s.existingReceipt(id, rec, intent, req.Auth.Principal)
 		s.mu.Unlock()
 		if err != nil {
 			return nil, nil, err
@@ -222,7 +239,17 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	if perr != nil {
 		return nil, nil, perr
 	}
-	fd, _, derr := s.cfg.Dirs.OpenDir(req.Cwd)
+	if !s.contextAllows(req.Auth, req.Argv[0], path) {
+		return nil, nil, errCommandNotAllowed()
+	}
+	if req.Auth.Sandbox && s.contain.cg == nil {
+		return nil, nil, errNoSandbox
+	}
+	dirs := req.Dirs
+	if dirs == nil {
+		dirs = s.cfg.Dirs
+	}
+	fd, _, derr := dirs.OpenDir(req.Cwd)
 	if derr != nil {
 		var pe *protocol.Error
 		if errors.As(derr, &pe) {
@@ -237,7 +264,8 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	}
 
 	now := s.cfg.Now().UnixMilli()
-	rec = record{V: 1, State: protocol.ProcessStateRunning, Intent: intent, Generation: req.Generation, AdmittedMs: now}
+	rec = record{V: 1, State: protocol.ProcessStateRunning, Intent: intent, Generation: req.Generation, AdmittedMs: now,
+		Principal: req.Auth.Principal}
 	cgDir := ""
 	if s.contain.cg != nil {
 		// Named (and recorded) before the commit, created after it: a
@@ -271,7 +299,8 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(recordPrefix + id) })
 	}
 
-	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, done: make(chan struct{}), admitted: now, cg: cgDir}
+	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, principal: req.Auth.Principal,
+		done: make(chan struct{}), admitted: now, cg: cgDir}
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
 		limit = s.budget
@@ -312,12 +341,20 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		}
 		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
 	}
-	children.forks.RLock()
-	err = cmd.Start()
-	if err == nil {
-		started(r, cmd.Process.Pid)
+	startCmd := func() error {
+		children.forks.RLock()
+		defer children.forks.RUnlock()
+		err := cmd.Start()
+		if err == nil {
+			started(r, cmd.Process.Pid)
+		}
+		return err
 	}
-	children.forks.RUnlock()
+	if req.Auth.Sandbox {
+		err = startNoNewPrivs(startCmd)
+	} else {
+		err = startCmd()
+	}
 	if err != nil {
 		if cgDir != "" {
 			removeCgroupTree(cgDir)
@@ -330,7 +367,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 			// worker answers outcome_unknown from memory. The caller
 			// learns that nothing ran.
 			gone := &run{id: id, done: make(chan struct{}),
-				terminal: record{V: 1, State: protocol.ProcessStateOutcomeUnknown, Intent: intent}}
+				terminal: record{V: 1, State: protocol.ProcessStateOutcomeUnknown, Intent: intent, Principal: req.Auth.Principal}}
 			close(gone.done)
 			s.mu.Lock()
 			s.unsaved[id] = gone
@@ -522,7 +559,7 @@ func (r *run) wait() {
 	stdout, stderr, overflow := r.out.result()
 	truncated := overflow || !pipesClosed
 	now := r.s.cfg.Now().UnixMilli()
-	term := record{V: 1, Generation: r.gen, AdmittedMs: r.admitted, EndedMs: now}
+	term := record{V: 1, Generation: r.gen, AdmittedMs: r.admitted, EndedMs: now, Principal: r.principal}
 	switch {
 	case sig == sigFailed:
 		term.State, term.Reason = protocol.ProcessStateOutcomeUnknown, reasonSignal

@@ -74,6 +74,10 @@ type Config struct {
 	Store *store.Store
 	// Dirs admits cwd. Required.
 	Dirs DirResolver
+	// Workspace returns the resolver of an execution context's workspace
+	// (a view of Dirs whose only root is ws) and its release; nil refuses
+	// every run under a workspace (docs/PROCESS.md, "Workspaces").
+	Workspace func(ws string) (DirResolver, func(), error)
 	// AllowedCommands is the worker policy's allowed_commands: nil (field
 	// omitted) or a list holding "all" allows every command; an empty list
 	// allows none; otherwise argv[0] must match an entry by name or by

@@ -47,9 +47,12 @@ var (
 	runErrors = append(idErrors[:len(idErrors):len(idErrors)],
 		hostcalls.Err(protocol.InvalidParams("stdinBase64", ""), "stdinBlob names no input blob"),
 		hostcalls.ErrorSpec{Code: protocol.CodeInvalidParams, When: "cwd, argv, timeoutMs or maxOutputBytes break the node.process.run limits"},
-		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed, ""), "the worker policy does not allow argv"),
-		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed, ""), "cwd is outside the allowed roots"),
-		hostcalls.Err(protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict, ""), "processId was used with other params"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainCommandNotAllowed, ""), "the worker policy or the execution context does not allow argv"),
+		hostcalls.Err(errTimeoutLimit, "timeoutMs exceeds the execution context's max_timeout_ms"),
+		hostcalls.Err(errOutputLimit, "maxOutputBytes exceeds the execution context's max_output_bytes"),
+		hostcalls.Err(errNoSandbox, "the execution context asks for a sandbox and the node has no cgroup for the run"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed, ""), "cwd is outside the allowed roots, or outside the execution context's workspace"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeConflict, protocol.DomainProcessIDConflict, ""), "processId was used with other params, or by another principal"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessReceiptLimit, ""), "the node holds its maximum of receipts"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeInvalidRequest, protocol.DomainNotDirectory, ""), "cwd is not a directory"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeNotFound, protocol.DomainExecutableNotFound, ""), "argv[0] is not found"),
@@ -60,9 +63,9 @@ var (
 	resultErrors = append(idErrors[:len(idErrors):len(idErrors)],
 		hostcalls.Err(protocol.Errorf(protocol.CodeInvalidRequest, ""), "this request started no finished run under processId"))
 	getErrors = append(idErrors[:len(idErrors):len(idErrors)],
-		hostcalls.Err(protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, ""), "no receipt for processId"))
+		hostcalls.Err(protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, ""), "no receipt for processId (another principal's counts as none)"))
 	cancelErrors = append(getErrors[:len(getErrors):len(getErrors)],
-		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner, ""), "the run belongs to an older session generation"),
+		hostcalls.Err(protocol.DomainError(protocol.CodeForbidden, protocol.DomainProcessNotOwner, ""), "the run belongs to an older session generation, or to another principal"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessSignalFailed, ""), "the process could not be signalled"))
 )
 
@@ -88,11 +91,26 @@ func (s *Spawner) hcRun(ctx context.Context, call hostcalls.Call, a RunArgs) (Ru
 		return RunReply{}, protocol.InvalidParams("stdinBase64", "stdin blob is missing")
 	}
 	inv := call.Invocation()
+	var dirs DirResolver
+	if ws := inv.Authority.Workspace; ws != "" {
+		// The cwd is admitted through the workspace view alone
+		// (docs/PROCESS.md, "Workspaces").
+		if s.cfg.Workspace == nil {
+			return RunReply{}, errCwdNotAllowed()
+		}
+		view, release, err := s.cfg.Workspace(ws)
+		if err != nil {
+			return RunReply{}, errCwdNotAllowed()
+		}
+		defer release()
+		dirs = view
+	}
 	h, existing, err := s.Start(ctx, Request{
 		ProcessID: a.ProcessID, Cwd: a.Cwd, Argv: a.Argv, Stdin: stdin,
 		TimeoutMs: a.TimeoutMs, MaxOutputBytes: a.MaxOutputBytes,
 		Generation: inv.SessionGeneration, Owner: inv.InvokeID,
 		OutputBudget: protocol.ProcessOutputBudget(inv.ResultRoom()),
+		Auth:         inv.Authority, Dirs: dirs,
 	})
 	if err != nil {
 		return RunReply{}, err
@@ -131,7 +149,7 @@ func (s *Spawner) hcGet(ctx context.Context, call hostcalls.Call, a IDArgs) (Rec
 	if perr != nil {
 		return ReceiptReply{}, perr
 	}
-	rc, err := s.Get(id)
+	rc, err := s.GetFor(id, call.Invocation().Authority.Principal)
 	if err != nil {
 		return ReceiptReply{}, err
 	}
@@ -143,7 +161,8 @@ func (s *Spawner) hcCancel(ctx context.Context, call hostcalls.Call, a IDArgs) (
 	if perr != nil {
 		return ReceiptReply{}, perr
 	}
-	rc, wait, err := s.Cancel(id, call.Invocation().SessionGeneration)
+	inv := call.Invocation()
+	rc, wait, err := s.CancelFor(id, inv.SessionGeneration, inv.Authority.Principal)
 	if err != nil {
 		return ReceiptReply{}, err
 	}
@@ -151,4 +170,9 @@ func (s *Spawner) hcCancel(ctx context.Context, call hostcalls.Call, a IDArgs) (
 		return ReceiptReply{Handle: call.Await(wait)}, nil
 	}
 	return ReceiptReply{Receipt: wire(call, rc)}, nil
+}
+
+func errCwdNotAllowed() *protocol.Error {
+	return protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed,
+		"cwd is outside the allowed roots").WithRetry(false, false)
 }

@@ -180,9 +180,9 @@ func TestShapesAndErrors(t *testing.T) {
 func TestCapabilityDenied(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, perr := f.h.Invoke(ctx, protocol.InvokeRequest{NodeID: "node-id", Method: "node.secrets.set",
+	_, perr := f.h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "i-deny", NodeID: "node-id", Method: "node.secrets.set",
 		Args:             json.RawMessage(`{"nodeId":"node-id","name":"a","value":"x"}`),
-		ExecutionContext: json.RawMessage(`{"capabilities":["read"]}`)})
+		ExecutionContext: hosttest.Context(t, "i-deny", "read")})
 	if perr == nil || perr.Code != protocol.CodeForbidden {
 		t.Fatalf("set without the secrets capability: %v", perr)
 	}
@@ -238,7 +238,7 @@ func TestCanaryEndToEnd(t *testing.T) {
 		}
 		for k := range ev {
 			switch k {
-			case "time", "level", "msg", "method", "module", "hostcall", "outcome", "count":
+			case "time", "level", "msg", "method", "module", "hostcall", "outcome", "count", "invokeId":
 			default:
 				t.Errorf("audit event has field %q", k)
 			}

@@ -39,6 +39,16 @@
 //     with stdin from /dev/null refuses (exit 1) without --yes; SIGINT
 //     makes `lemon call` and `lemon run` exit 130 and the node stops the
 //     run (issue 13).
+//   - TestTLSDevCAEndToEnd: `lemon tls dev` makes a CA (kept when run
+//     again); a controller serves wss:// with its certificate; a node pairs
+//     and serves with --ca-file; `lemon nodes`, `call` and `run` work with
+//     --ca-file or LEMON_CA_FILE; without the CA the CLI says the
+//     authority is unknown and names --ca-file; ws:// against the TLS
+//     listener says to use wss:// (issue 13).
+//   - TestDeployExamplePolicies and TestDeployUnitsVerify: deploy/'s
+//     example policies pass `lemon policy check`; its units carry the
+//     promised hardening and pass `systemd-analyze verify` where that tool
+//     is installed (issue 13).
 //   - TestConsoleInBrowser: the web console (docs/CONSOLE.md) in a real
 //     headless Chromium driven with chromedp against `lemon dev --operators`:
 //     log in and see the live dev node, whose name `<img src=x

@@ -83,9 +83,12 @@ type proc struct {
 }
 
 // env is the whole environment of a subprocess: nothing is inherited but
-// PATH, so no LEMON_* variable of the caller leaks in.
+// PATH, so no LEMON_* variable of the caller leaks in. XDG_STATE_HOME keeps
+// a controller's default state directory inside home even when the tests
+// run as root (where it would be /var/lib/lemon).
 func env(home string, extra ...string) []string {
-	return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}, extra...)
+	return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(),
+		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state")}, extra...)
 }
 
 // start runs lemon with args in dir; t's cleanup kills and waits for it.

@@ -34,6 +34,15 @@ func TestDevHostInfo(t *testing.T) {
 		t.Errorf("lemon dev serves %q, want the directory it runs in, %q", d.started, cwd)
 	}
 
+	// lemon dev keeps the controller in memory (docs/DEPLOY.md, "State
+	// directory"): no durable store anywhere under its HOME.
+	filepath.WalkDir(d.home, func(path string, e os.DirEntry, err error) error {
+		if err == nil && e.Name() == "controller.db" {
+			t.Errorf("lemon dev wrote a controller store: %s", path)
+		}
+		return nil
+	})
+
 	uptimeBefore := procUptime(t)
 	info := d.op.must(t, "node.host.info", map[string]any{"nodeId": d.nodeID})
 	uptimeNow := procUptime(t)

@@ -118,7 +118,7 @@ func TestSecretsThroughController(t *testing.T) {
 		t.Errorf("searched %d files; the vault file must be one of them", files)
 	}
 	// One content-free audit event per host call: method, module, host
-	// call, a fixed outcome and count 1, nothing else.
+	// call, a fixed outcome, the invokeId and count 1, nothing else.
 	var got []string
 	for _, ev := range slogEvents(node.stderr.String(), "execution_node.host_io") {
 		keys := make([]string, 0, len(ev))
@@ -126,7 +126,7 @@ func TestSecretsThroughController(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if strings.Join(keys, ",") != "count,hostcall,level,method,module,msg,outcome,time" || ev["count"] != "1" || ev["module"] != "secrets" {
+		if strings.Join(keys, ",") != "count,hostcall,invokeId,level,method,module,msg,outcome,time" || ev["count"] != "1" || ev["module"] != "secrets" {
 			t.Errorf("audit event with unexpected fields: %v", ev)
 		}
 		got = append(got, ev["method"]+" "+ev["hostcall"]+" "+ev["outcome"])

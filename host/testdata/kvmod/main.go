@@ -23,8 +23,8 @@ func init() {
 		Capabilities: []string{"kv", "hostinfo", "write"},
 		HostCalls:    []string{"test.ping", "test.write"},
 		Methods: []sdk.MethodSpec{
-			{Name: "node.kv.get", Version: 1, Capability: "kv"},
-			{Name: "node.kv.put", Version: 1, Capability: "kv"},
+			{Name: "node.kv.get", Version: 1, Capability: "kv", Uses: []string{"hostinfo"}},
+			{Name: "node.kv.put", Version: 1, Capability: "kv", Uses: []string{"write"}},
 			{Name: "node.kv.stat", Version: 1, Capability: "hostinfo"},
 		},
 	}, map[string]sdk.Handler{

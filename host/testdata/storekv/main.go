@@ -24,8 +24,8 @@ func init() {
 		Capabilities: []string{"kv", "read", "write"},
 		HostCalls:    []string{"store.get", "store.put"},
 		Methods: []sdk.MethodSpec{
-			{Name: "node.kv.get", Version: 1, Capability: "kv"},
-			{Name: "node.kv.put", Version: 1, Capability: "kv"},
+			{Name: "node.kv.get", Version: 1, Capability: "kv", Uses: []string{"read"}},
+			{Name: "node.kv.put", Version: 1, Capability: "kv", Uses: []string{"write"}},
 		},
 	}, map[string]sdk.Handler{"node.kv.get": get, "node.kv.put": put})
 }

@@ -39,7 +39,7 @@ func init() {
 			{Name: "test.spin", Version: 1, Capability: "hostinfo"},
 			{Name: "test.relay", Version: 1, Capability: "hostinfo"},
 			{Name: "test.relayblob", Version: 1, Capability: "hostinfo"},
-			{Name: "test.writeping", Version: 1, Capability: "write"},
+			{Name: "test.writeping", Version: 1, Capability: "write", Uses: []string{"hostinfo"}},
 			{Name: "test.writefail", Version: 1, Capability: "write"},
 			{Name: "test.writewrite", Version: 1, Capability: "write"},
 		},
