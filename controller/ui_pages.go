@@ -19,27 +19,6 @@ import (
 // every action and every node request goes through the session's
 // operator connection (ui.go), where /ws checks it again.
 
-// Approval methods of the authority issue (docs/POLICY.md), named here so
-// the console builds without them; a controller that does not serve them
-// answers NOT_FOUND/unknown method and the page says so.
-const (
-	uiMethodApprovalList   = "approval.list"
-	uiMethodApprovalDecide = "approval.decide"
-)
-
-// uiApproval is one held request (approval.list), content-free.
-type uiApproval struct {
-	ApprovalID    string `json:"approvalId"`
-	Status        string `json:"status"`
-	Method        string `json:"method"`
-	NodeID        string `json:"nodeId"`
-	Principal     string `json:"principal"`
-	Mode          string `json:"mode"`
-	RequestedAtMs int64  `json:"requestedAtMs"`
-	ExpiresAtMs   int64  `json:"expiresAtMs"`
-	ParamsSHA256  string `json:"paramsSha256"`
-}
-
 // uiNodesPerPage is the Nodes page's page size.
 const uiNodesPerPage = 50
 
@@ -371,16 +350,14 @@ func (cs *console) decidePairing(w http.ResponseWriter, r *http.Request, sess *u
 }
 
 type uiApprovalsData struct {
-	Approvals []uiApproval
+	Approvals []protocol.ApprovalInfo
 	Err       string
 }
 
 func (cs *console) approvalsPage(w http.ResponseWriter, r *http.Request, sess *uiSession) {
-	var res struct {
-		Approvals []uiApproval `json:"approvals"`
-	}
+	var res protocol.ApprovalListResult
 	d := uiApprovalsData{}
-	if perr := sess.call(r.Context(), uiMethodApprovalList, struct{}{}, &res); perr != nil {
+	if perr := sess.call(r.Context(), protocol.MethodApprovalList, protocol.ApprovalListParams{}, &res); perr != nil {
 		d.Err = errText(perr)
 	}
 	d.Approvals = res.Approvals
@@ -391,14 +368,12 @@ func (cs *console) approvalsPage(w http.ResponseWriter, r *http.Request, sess *u
 // approval.decide on the session's connection.
 func (cs *console) decideApproval(w http.ResponseWriter, r *http.Request, sess *uiSession) {
 	id, dec := r.PostForm.Get("approvalId"), r.PostForm.Get("decision")
-	if id == "" || len(id) > maxIDBytes || (dec != "approve" && dec != "deny") {
+	if id == "" || len(id) > maxIDBytes || (dec != protocol.DecisionApprove && dec != protocol.DecisionDeny) {
 		http.Error(w, `approvalId and decision ("approve" or "deny") are required`, http.StatusBadRequest)
 		return
 	}
-	var res struct {
-		Status string `json:"status"`
-	}
-	if perr := sess.call(r.Context(), uiMethodApprovalDecide, map[string]string{"approvalId": id, "decision": dec}, &res); perr != nil {
+	var res protocol.ApprovalDecideResult
+	if perr := sess.call(r.Context(), protocol.MethodApprovalDecide, protocol.ApprovalDecideParams{ApprovalID: id, Decision: dec}, &res); perr != nil {
 		cs.setFlash(sess, "Not decided: "+errText(perr))
 	} else {
 		cs.setFlash(sess, "Request "+res.Status)

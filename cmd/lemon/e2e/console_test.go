@@ -15,6 +15,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"lemon/client"
 )
 
 // The web console (docs/CONSOLE.md) in a real headless Chromium, driven
@@ -72,13 +74,15 @@ func startBrowser(t *testing.T) context.Context {
 type consoleDev struct {
 	*devNode
 	readToken, pairToken string
+	// cautiousToken's node.host.info is held for approval.
+	cautiousToken string
 	base                 string
 }
 
 func startConsoleDev(t *testing.T, name string) *consoleDev {
 	t.Helper()
 	root := t.TempDir()
-	cd := &consoleDev{readToken: "lop_" + randHex(24), pairToken: "lop_" + randHex(24)}
+	cd := &consoleDev{readToken: "lop_" + randHex(24), pairToken: "lop_" + randHex(24), cautiousToken: "lop_" + randHex(24)}
 	ops := filepath.Join(root, "operators.toml")
 	if err := os.WriteFile(ops, []byte(`[[operators]]
 name = "viewer"
@@ -89,6 +93,13 @@ scopes = ["operator.read"]
 name = "joining-hosts"
 token_env = "LEMON_E2E_PAIRING_TOKEN"
 scopes = ["operator.pairing"]
+
+[[operators]]
+name = "cautious"
+token_env = "LEMON_E2E_CAUTIOUS_TOKEN"
+scopes = ["operator.read"]
+[operators.policy]
+require_approval = ["node.host.info"]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +115,7 @@ scopes = ["operator.pairing"]
 		t.Fatal(err)
 	}
 	d.p = start(t, "lemon dev", d.cwd, env(d.home, "LEMON_CONTROL_PLANE_OPERATOR_TOKEN="+d.token,
-		"LEMON_E2E_READ_TOKEN="+cd.readToken, "LEMON_E2E_PAIRING_TOKEN="+cd.pairToken),
+		"LEMON_E2E_READ_TOKEN="+cd.readToken, "LEMON_E2E_PAIRING_TOKEN="+cd.pairToken, "LEMON_E2E_CAUTIOUS_TOKEN="+cd.cautiousToken),
 		"dev", "--listen", "127.0.0.1:0", "--state", d.state, "--name", name, "--operators", ops)
 	m := d.p.waitFor(t, devReadyRE, readyWait)
 	d.url, d.controllerAddr, d.nodeName, d.nodeID, d.started = m[1], m[2], m[3], m[4], m[5]
@@ -268,9 +279,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Overview charts draw from the controller's metrics.
 	must(t, ctx, "overview", chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#c-online polyline")))
-	if got := eval[string](t, ctx, `document.getElementById("v-online").textContent`); got != "1" {
-		t.Fatalf("nodes online shows %q", got)
-	}
+	// A sample is taken every 2 s; the first may predate the node.
+	waitTrueHere(t, ctx, `document.getElementById("v-online").textContent === "1"`, 20*time.Second)
 	shoot(t, ctx, shots, "overview")
 
 	must(t, ctx, "module set", chromedp.Navigate(d.base+"/ui/modules"), chromedp.WaitVisible(chromedp.CSS("#pinned")))
@@ -322,8 +332,44 @@ func TestConsoleInBrowser(t *testing.T) {
 		`(() => { const r = document.querySelectorAll("#nodes tbody tr[data-node-id]"); return r.length === 1 && !!r[0].querySelector(".state .ok") })()`, readyWait)
 	shoot(t, ctx, shots, "nodes-web-2")
 
-	must(t, ctx, "approvals", chromedp.Navigate(d.base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#approvals")))
+	// A request held by an operator policy (require_approval) is approved
+	// in the Approvals page, and the held call then completes.
+	held := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		c, err := client.Dial(cctx, d.url, client.Options{Token: d.cautiousToken, ClientID: "e2e-cautious"})
+		if err != nil {
+			held <- err
+			return
+		}
+		defer c.Close()
+		raw, perr := c.Call(cctx, "node.host.info", map[string]string{"nodeId": d.nodeID})
+		if perr != nil {
+			held <- perr
+			return
+		}
+		if !strings.Contains(string(raw), "cpuCount") {
+			held <- fmt.Errorf("host info: %s", raw)
+			return
+		}
+		held <- nil
+	}()
+	hrow := `tr[data-principal="cautious"][data-method="node.host.info"]`
+	waitTrue(t, ctx, d.base+"/ui/approvals", `!!document.querySelector('`+hrow+` button.approve')`, time.Minute)
 	shoot(t, ctx, shots, "approvals")
+	must(t, ctx, "approve held", chromedp.Click(chromedp.CSS(hrow+` button.approve`)), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if f := runAction(t, ctx, "flash", chromedp.Text(chromedp.CSS("#flash"))); !strings.Contains(f, "approved") {
+		t.Fatalf("after approving the held request: %q", f)
+	}
+	select {
+	case err := <-held:
+		if err != nil {
+			t.Fatalf("the held call: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the approved call did not complete")
+	}
 
 	// Log out, then log in with the read-only token: no approve button
 	// anywhere, and its direct POSTs (with a valid CSRF token) are refused.
@@ -361,7 +407,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	inert("reader")
 	for _, p := range []*proc{d.p, node, node3} {
-		for _, tok := range []string{d.token, d.readToken, d.pairToken} {
+		for _, tok := range []string{d.token, d.readToken, d.pairToken, d.cautiousToken} {
 			if strings.Contains(p.output(), tok) {
 				t.Fatalf("%s printed an operator token", p.name)
 			}

@@ -56,6 +56,8 @@
 //     detail with live node.host.info and its audit records; Overview
 //     charts; Module set; the Audit tail filtered; a node joining with a
 //     pairing-only token is approved in the Pairings page and comes online;
+//     a node.host.info held by an operator policy (require_approval) is
+//     approved in the Approvals page and the held call completes;
 //     the approve POST without (or with a wrong) CSRF token is refused 403;
 //     a read-only login sees no approve or reject control and its direct
 //     POSTs with a valid CSRF token are refused 403. A PNG of each page is
