@@ -9,6 +9,7 @@ import (
 	"errors"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -383,7 +384,8 @@ func (cs *console) dial(r *http.Request, token string) (*client.Conn, error) {
 			if remote == nil {
 				ra = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 			}
-			srv := &http.Server{Handler: http.HandlerFunc(cs.s.serveWS), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: http.HandlerFunc(cs.s.serveWS), ReadHeaderTimeout: 10 * time.Second,
+				ErrorLog: slog.NewLogLogger(cs.s.log.Handler(), slog.LevelDebug)}
 			go srv.Serve(&oneConnListener{c: &addrConn{Conn: b, remote: ra}})
 			return a, nil
 		}}

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -131,7 +133,20 @@ func TestUISecurityHeadersOnEveryAnswer(t *testing.T) {
 }
 
 func TestUILoginSessionCookieAndLogout(t *testing.T) {
-	ts := startServer(t, testConfig())
+	var logs syncWriter
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := startServer(t, cfg)
+	defer func() {
+		for _, canary := range []string{adminToken, "wrong-token-0123456789"} {
+			if strings.Contains(logs.String(), canary) {
+				t.Errorf("a token reached the log:\n%s", logs.String())
+			}
+		}
+		if !strings.Contains(logs.String(), "operator connect refused") {
+			t.Errorf("the refused console login is not logged as /ws logs it:\n%s", logs.String())
+		}
+	}()
 	b := newUIBrowser(t, ts)
 	resp, body := b.get("/ui/nodes")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
@@ -450,4 +465,22 @@ func BenchmarkUINodesPage10000(b *testing.B) {
 			b.Fatal(rec.Code)
 		}
 	}
+}
+
+// syncWriter is a bytes.Buffer safe for concurrent writes.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
