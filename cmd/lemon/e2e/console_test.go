@@ -76,7 +76,7 @@ type consoleDev struct {
 	readToken, pairToken string
 	// cautiousToken's node.host.info is held for approval.
 	cautiousToken string
-	base                 string
+	base          string
 }
 
 func startConsoleDev(t *testing.T, name string) *consoleDev {
