@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -483,4 +484,31 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+func TestUIOverTLSSecureCookieAndHSTS(t *testing.T) {
+	cfg := testConfig()
+	tc, pool := selfSigned(t)
+	cfg.TLS = tc
+	ts := startServer(t, cfg)
+	b := newUIBrowser(t, ts)
+	b.base = strings.Replace(b.base, "http://", "https://", 1)
+	b.c.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	resp, body := b.login(adminToken)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login over TLS: %d %s", resp.StatusCode, body)
+	}
+	var sc *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == uiSessionCookie {
+			sc = c
+		}
+	}
+	if sc == nil || !sc.Secure || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("session cookie over TLS: %+v", sc)
+	}
+	resp, _ = b.get("/ui/nodes")
+	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("page over TLS: %d %v", resp.StatusCode, resp.Header)
+	}
 }
