@@ -126,7 +126,8 @@ require_approval = ["node.host.info"]
 }
 
 // screenshots is where the console test saves one PNG per page:
-// $LEMON_CONSOLE_SCREENSHOTS, else a temporary directory (logged).
+// $LEMON_CONSOLE_SCREENSHOTS, else a new temporary directory that is kept
+// for inspection (its path is logged; about 500 KB).
 func screenshots(t *testing.T) string {
 	if d := os.Getenv("LEMON_CONSOLE_SCREENSHOTS"); d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -134,7 +135,11 @@ func screenshots(t *testing.T) string {
 		}
 		return d
 	}
-	return t.TempDir()
+	d, err := os.MkdirTemp("", "lemon-console-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func shoot(t *testing.T, ctx context.Context, dir, name string) {

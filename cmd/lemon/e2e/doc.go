@@ -61,8 +61,8 @@
 //     the approve POST without (or with a wrong) CSRF token is refused 403;
 //     a read-only login sees no approve or reject control and its direct
 //     POSTs with a valid CSRF token are refused 403. A PNG of each page is
-//     saved ($LEMON_CONSOLE_SCREENSHOTS, else a temporary directory). Without
-//     chromium it skips, unless CI is set (issue 16).
+//     saved ($LEMON_CONSOLE_SCREENSHOTS, else a kept temporary directory).
+//     Without chromium it skips, unless CI is set (issue 16).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:
