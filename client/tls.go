@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/gorilla/websocket"
 )
@@ -24,13 +25,19 @@ var ErrCAFile = errors.New("cannot use the CA file (--ca-file or " + EnvCAFile +
 
 // LoadCAFile reads a PEM bundle of at most 1 MiB and returns the system
 // roots plus every certificate in it. An unreadable, oversized or
-// certificate-free file is an error wrapping ErrCAFile.
+// certificate-free file, or one that is not a regular file (a directory,
+// FIFO or device), is an error wrapping ErrCAFile.
 func LoadCAFile(path string) (*x509.CertPool, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO without a writer would otherwise wait
+	// forever; it is refused below as not a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, caErr("cannot open it", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, caErr("it is not a regular file", err)
+	}
 	pem, err := io.ReadAll(io.LimitReader(f, maxCAFileBytes+1))
 	if err != nil {
 		return nil, caErr("cannot read it", err)
