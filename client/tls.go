@@ -4,12 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/gorilla/websocket"
+
+	"lemon/internal/regfile"
 )
 
 // EnvCAFile names the environment variable that supplies a CA file when
@@ -28,22 +28,14 @@ var ErrCAFile = errors.New("cannot use the CA file (--ca-file or " + EnvCAFile +
 // certificate-free file, or one that is not a regular file (a directory,
 // FIFO or device), is an error wrapping ErrCAFile.
 func LoadCAFile(path string) (*x509.CertPool, error) {
-	// O_NONBLOCK: opening a FIFO without a writer would otherwise wait
-	// forever; it is refused below as not a regular file.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, caErr("cannot open it", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, caErr("it is not a regular file", err)
-	}
-	pem, err := io.ReadAll(io.LimitReader(f, maxCAFileBytes+1))
-	if err != nil {
-		return nil, caErr("cannot read it", err)
-	}
-	if len(pem) > maxCAFileBytes {
+	pem, err := regfile.Read(path, maxCAFileBytes)
+	switch {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, caErr("it is not a regular file", nil)
+	case errors.Is(err, regfile.ErrTooLarge):
 		return nil, caErr("it is larger than 1 MiB", nil)
+	case err != nil:
+		return nil, caErr("cannot read it", err)
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
