@@ -13,13 +13,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"lemon/internal/regfile"
 )
 
 // File names inside the directory Write fills.
@@ -259,19 +260,9 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 }
 
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPEM+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPEM {
-		return nil, errors.New("too large")
-	}
-	return b, nil
+	// A FIFO, directory or device is refused without waiting
+	// (internal/regfile).
+	return regfile.Read(path, maxPEM)
 }
 
 // writeFile replaces path atomically with data at mode perm.
