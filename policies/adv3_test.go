@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,44 @@ func TestAdv3PolicyFileBounded(t *testing.T) {
 				}
 				t.Fatalf("%s: still reading after 10 s", name)
 			}
+		}
+	}
+}
+
+// TestAdv3CommandEntries: a worker policy's command entries follow the
+// tool policy's rules (authority.CheckCommand): an entry with a stray
+// space, a control character, an empty or relative one is refused (a
+// blocked "rm " would block nothing); 256 entries pass, 257 fail.
+func TestAdv3CommandEntries(t *testing.T) {
+	for _, bad := range []string{`"rm "`, `" rm"`, `""`, `"make\n"`, `"./make"`, `"bin/make"`,
+		`"/usr/bin/../bin/rm"`, `"/usr/bin/"`, `"ma\u0007ke"`, `"all"`} {
+		for _, key := range []string{"allowed_commands", "blocked_commands"} {
+			if key == "allowed_commands" && bad == `"all"` {
+				continue // ["all"] alone is every command
+			}
+			if _, err := ParseWorker([]byte(key + " = [" + bad + "]\n")); err == nil {
+				t.Errorf("%s = [%s] accepted", key, bad)
+			}
+		}
+	}
+	for _, good := range []string{`"make"`, `"/usr/bin/make"`, `"/opt/My Tools/bin/x"`} {
+		if _, err := ParseWorker([]byte("allowed_commands = [" + good + "]\nblocked_commands = [" + good + "]\n")); err != nil {
+			t.Errorf("%s refused: %v", good, err)
+		}
+	}
+	list := func(n int) string {
+		xs := make([]string, n)
+		for i := range xs {
+			xs[i] = fmt.Sprintf(`"c%d"`, i)
+		}
+		return "[" + strings.Join(xs, ",") + "]"
+	}
+	for _, key := range []string{"allowed_commands", "blocked_commands"} {
+		if _, err := ParseWorker([]byte(key + " = " + list(256) + "\n")); err != nil {
+			t.Errorf("%s with 256 entries: %v", key, err)
+		}
+		if _, err := ParseWorker([]byte(key + " = " + list(257) + "\n")); err == nil {
+			t.Errorf("%s with 257 entries accepted", key)
 		}
 	}
 }

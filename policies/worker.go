@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"lemon/hostcalls"
+	"lemon/policies/authority"
 )
 
 // Spec limits a worker policy may lower but never raise
@@ -234,6 +235,22 @@ func (w *Worker) Validate() error {
 	for _, c := range w.Capabilities.Items {
 		if err := hostcalls.CheckCapability(c); err != nil {
 			return fmt.Errorf("capabilities: %w", err)
+		}
+	}
+	// The same entry rules as a tool policy's command lists (docs/POLICY.md,
+	// "Commands"): a blocked entry that matches nothing ("rm ", "") would
+	// silently block nothing.
+	for _, l := range []struct {
+		key   string
+		items []string
+	}{{"allowed_commands", w.AllowedCommands.Items}, {"blocked_commands", w.BlockedCommands}} {
+		if len(l.items) > authority.MaxListEntries {
+			return fmt.Errorf("%s: at most %d entries", l.key, authority.MaxListEntries)
+		}
+		for i, c := range l.items {
+			if err := authority.CheckCommand(c); err != nil {
+				return fmt.Errorf("%s[%d]: %w", l.key, i, err)
+			}
 		}
 	}
 	for _, l := range []struct {
