@@ -80,3 +80,28 @@ func TestAdv3CommandEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv3RateNaN: per_second = nan passed "<= 0" and made a bucket that
+// never refuses; requests_per_second = nan passed "< 0" and disabled the
+// limit. Both, and inf, are refused; the smallest positive rate passes.
+func TestAdv3RateNaN(t *testing.T) {
+	for _, v := range []string{"nan", "inf", "-inf", "0.0", "-1.0"} {
+		if _, err := ParseWorker([]byte("[[rate_limits]]\nper_second = " + v + "\nburst = 1\n")); err == nil {
+			t.Errorf("per_second = %s accepted", v)
+		}
+	}
+	if _, err := ParseWorker([]byte("[[rate_limits]]\nper_second = 5e-324\nburst = 1\n")); err != nil {
+		t.Errorf("the smallest positive rate: %v", err)
+	}
+	op := "[[operators]]\nname = \"a\"\ntoken_sha256 = \"" + strings.Repeat("ab", 32) + "\"\nscopes = [\"operator.admin\"]\n"
+	for _, v := range []string{"nan", "inf", "-inf", "-1.0"} {
+		if _, err := ParseController([]byte(op + "[limits]\nrequests_per_second = " + v + "\n")); err == nil {
+			t.Errorf("requests_per_second = %s accepted", v)
+		}
+	}
+	for _, v := range []string{"0.0", "0.5"} {
+		if _, err := ParseController([]byte(op + "[limits]\nrequests_per_second = " + v + "\n")); err != nil {
+			t.Errorf("requests_per_second = %s: %v", v, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,8 +270,10 @@ func (w *Worker) Validate() error {
 		return fmt.Errorf("pool: size 0..64, recycle_after_calls >= 0, memory_limit_pages <= 65536")
 	}
 	for i, r := range w.RateLimits {
-		if r.PerSecond <= 0 || r.Burst < 1 {
-			return fmt.Errorf("rate_limits[%d]: per_second must be > 0 and burst >= 1", i)
+		// !(> 0) also refuses NaN, which would pass "<= 0" and make a
+		// bucket that never refuses; inf would be a rule that never limits.
+		if !(r.PerSecond > 0) || math.IsInf(r.PerSecond, 0) || r.Burst < 1 {
+			return fmt.Errorf("rate_limits[%d]: per_second must be a finite number > 0 and burst >= 1", i)
 		}
 	}
 	if w.Vault.KeyFile != "" && w.Vault.KeyEnv != "" {
