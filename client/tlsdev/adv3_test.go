@@ -35,3 +35,19 @@ func TestAdv3WriteCAFifo(t *testing.T) {
 		t.Fatal("tls dev blocked on a FIFO")
 	}
 }
+
+// TestAdv3HostsMistypedIP: a host that is not an IP address but ends in
+// an all-digit label (a mistyped address) is refused instead of becoming
+// a DNS name no client matches; names and addresses next to it pass.
+func TestAdv3HostsMistypedIP(t *testing.T) {
+	for _, bad := range []string{"1.2.3.4.5", "10.0.0.256", "010.0.0.1", "host.123", "7"} {
+		if _, _, err := tlsdev.ParseHosts([]string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	for _, good := range []string{"10.0.0.5", "::1", "host1", "1host.example", "example.c0m", "*.example.com", "localhost"} {
+		if _, _, err := tlsdev.ParseHosts([]string{good}); err != nil {
+			t.Errorf("%s: %v", good, err)
+		}
+	}
+}
