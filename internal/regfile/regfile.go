@@ -19,22 +19,35 @@ var (
 	ErrTooLarge = errors.New("file too large")
 )
 
+// Open opens the regular file at path for reading without blocking on a
+// FIFO (O_NONBLOCK; reads of a regular file are unaffected). Errors: the
+// OS's open or stat error (an *fs.PathError, which names the path), or
+// ErrNotRegular for a directory, FIFO, socket or device.
+func Open(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, ErrNotRegular
+	}
+	return f, nil
+}
+
 // Read returns the content of the regular file at path, at most max
-// bytes. Errors: the open or read error of the OS (an *fs.PathError,
-// which names the path), ErrNotRegular, ErrTooLarge.
+// bytes. Errors: those of Open, the OS's read error, ErrTooLarge.
 func Read(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, ErrNotRegular
-	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
