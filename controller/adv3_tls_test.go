@@ -42,3 +42,15 @@ func TestAdv3LoadTLSNotRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv3OperatorNameControl: a Config whose operator name holds a
+// control character is refused by New (every node request of the entry
+// would otherwise fail INTERNAL building its context).
+func TestAdv3OperatorNameControl(t *testing.T) {
+	cfg := testConfig()
+	cfg.Operators[0].Name = "ad\x1bmin"
+	if s, err := New(cfg); err == nil {
+		s.Close()
+		t.Fatal("accepted")
+	}
+}

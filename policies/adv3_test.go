@@ -105,3 +105,24 @@ func TestAdv3RateNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv3OperatorNameControl: an operator name with a control character
+// was accepted, then every node request of the entry failed INTERNAL
+// (authority.New refuses such a principal). It is refused at load; 64
+// bytes pass, 65 fail.
+func TestAdv3OperatorNameControl(t *testing.T) {
+	op := func(name string) []byte {
+		return []byte("[[operators]]\nname = \"" + name + "\"\ntoken_sha256 = \"" + strings.Repeat("ab", 32) +
+			"\"\nscopes = [\"operator.admin\"]\n")
+	}
+	for _, bad := range []string{`c\ti`, `c\u001bi`, `c\u0085i`, `c\u007fi`, strings.Repeat("n", 65)} {
+		if _, err := ParseController(op(bad)); err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+	for _, good := range []string{"ci", "CI team", "Köln", strings.Repeat("n", 64)} {
+		if _, err := ParseController(op(good)); err != nil {
+			t.Errorf("name %q: %v", good, err)
+		}
+	}
+}

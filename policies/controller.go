@@ -235,8 +235,10 @@ func (c *Controller) Validate() error {
 		o := &c.Operators[i]
 		key := fmt.Sprintf("operators[%d]", i)
 		o.Name = strings.TrimSpace(o.Name)
-		if o.Name == "" || len(o.Name) > 64 {
-			return fmt.Errorf("%s.name: required, at most 64 bytes", key)
+		if !authority.ValidPrincipal(o.Name) {
+			// The name is the principal of every request of the entry: one
+			// authority.New would refuse makes every node request fail.
+			return fmt.Errorf("%s.name: required, at most %d bytes, no control characters", key, authority.MaxPrincipalBytes)
 		}
 		if names[o.Name] {
 			return fmt.Errorf("%s.name: duplicate", key)
