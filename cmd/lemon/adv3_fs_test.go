@@ -39,3 +39,18 @@ func TestAdv3FSNamesTerminalSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv3RunReceiptNodeIDEscaped: a receipt's nodeId (the node writes
+// it; protocol.RequireNodeID admits control characters) is printed
+// escaped in lemon run's status line.
+func TestAdv3RunReceiptNodeIDEscaped(t *testing.T) {
+	raw := []byte(`{"processId":"run-1","nodeId":"n\u001b[2Jx","state":"running","exitCode":null,` +
+		`"stdoutBase64":null,"stderrBase64":null,"outputTruncated":true}`)
+	var stdout, stderr bytes.Buffer
+	if code := printReceipt(raw, false, true, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if strings.Contains(stderr.String(), "\x1b") || !strings.Contains(stderr.String(), `\x1b`) {
+		t.Fatalf("status line: %q", stderr.String())
+	}
+}
