@@ -22,6 +22,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -119,11 +120,19 @@ func Open(cfg Config) (*Sink, error) {
 	}
 	// Fail at start, not at the first request, when the file cannot be
 	// opened for appending.
-	f, err := os.OpenFile(cfg.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead
+	// of blocking the start. Only a regular file can be rotated (a device
+	// such as /dev/stderr would be renamed at 100 MiB, then fail every
+	// write): anything else is refused, and "-" is the way to stdout.
+	f, err := os.OpenFile(cfg.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, errors.New("audit: cannot open the audit file: " + errReason(err))
 	}
+	st, err := f.Stat()
 	f.Close()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("audit: the audit file must be a regular file (use - for stdout)")
+	}
 	lj := &lumberjack.Logger{Filename: cfg.File, MaxSize: cfg.MaxSizeMB, MaxBackups: cfg.MaxBackups}
 	s := New(lj, cfg.FailClosed)
 	s.closer = lj

@@ -4,11 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/gorilla/websocket"
+
+	"lemon/internal/regfile"
 )
 
 // EnvCAFile names the environment variable that supplies a CA file when
@@ -24,19 +25,17 @@ var ErrCAFile = errors.New("cannot use the CA file (--ca-file or " + EnvCAFile +
 
 // LoadCAFile reads a PEM bundle of at most 1 MiB and returns the system
 // roots plus every certificate in it. An unreadable, oversized or
-// certificate-free file is an error wrapping ErrCAFile.
+// certificate-free file, or one that is not a regular file (a directory,
+// FIFO or device), is an error wrapping ErrCAFile.
 func LoadCAFile(path string) (*x509.CertPool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, caErr("cannot open it", err)
-	}
-	defer f.Close()
-	pem, err := io.ReadAll(io.LimitReader(f, maxCAFileBytes+1))
-	if err != nil {
-		return nil, caErr("cannot read it", err)
-	}
-	if len(pem) > maxCAFileBytes {
+	pem, err := regfile.Read(path, maxCAFileBytes)
+	switch {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, caErr("it is not a regular file", nil)
+	case errors.Is(err, regfile.ErrTooLarge):
 		return nil, caErr("it is larger than 1 MiB", nil)
+	case err != nil:
+		return nil, caErr("cannot read it", err)
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {

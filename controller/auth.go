@@ -71,6 +71,10 @@ func newAuthenticator(ops []OperatorCredential, nodes []NodeCredential, lim func
 			return nil, fmt.Errorf("controller: operator credential %q repeats another token", o.Name)
 		}
 		seen[o.TokenHash] = true
+		if !authority.ValidPrincipal(o.Name) {
+			// Every node request builds a context with this principal.
+			return nil, fmt.Errorf("controller: an operator credential name must be 1 to %d bytes without control characters", authority.MaxPrincipalBytes)
+		}
 		// The name is the principal of the entry's requests (approvals,
 		// run ownership): two entries may not share one.
 		if principals[o.Name] {

@@ -120,6 +120,13 @@ func (c *conn) authorizeNode(id string, spec routeSpec, nodeID, invokeID string,
 	}
 	d := authority.Decide(ctx.Policy, m)
 	if d.Verdict == authority.NeedsApproval {
+		// A call for a node the controller does not know would be refused
+		// after the approval: it is refused now, never shown to an
+		// approver (docs/POLICY.md, "Approvals").
+		if !c.s.reg.known(nodeID) {
+			c.respondErr(id, errUnknownNode())
+			return nil, false
+		}
 		if e := c.s.approvals.hold(c, ctx, d.Mode, spec.Name, nodeID, params); e != nil {
 			c.respondErr(id, e)
 			return nil, false

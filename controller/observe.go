@@ -296,12 +296,15 @@ func (c *conn) record(t *opRequest, outcome, code, domain, nodeID, invokeID stri
 	m := c.s.metrics
 	m.requests.WithLabelValues(t.method, outcome, code).Inc()
 	m.latency.WithLabelValues(t.method).Observe(d.Seconds())
-	if c.s.audit == nil {
-		return
-	}
 	rec := audit.Record{Time: t.start.Add(d), Source: "controller", Principal: c.op.name, Scopes: c.scopes,
 		Method: t.method, NodeID: nodeID, InvokeID: invokeID, Outcome: outcome, Code: code,
 		Domain: domain, DurationMs: float64(d.Microseconds()) / 1000}
+	if c.s.ui != nil {
+		c.s.ui.ring.add(rec) // the console's recent records (docs/CONSOLE.md)
+	}
+	if c.s.audit == nil {
+		return
+	}
 	if err := c.s.audit.Write(&rec); err != nil {
 		m.auditFailures.Inc()
 		c.s.log.Error("audit record not written", "method", t.method, "reason", "audit_write_failed")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"lemon/internal/regfile"
 	"lemon/policies"
 	"lemon/protocol"
 )
@@ -73,9 +74,23 @@ func FromPolicy(p *policies.Controller, getenv func(string) string) (Config, err
 	return cfg, nil
 }
 
+// maxTLSFileBytes bounds the certificate chain and the key file (1 MiB
+// each).
+const maxTLSFileBytes = 1 << 20
+
 // LoadTLS loads a PEM certificate and key into a TLS 1.2+ server config.
+// Each must be a regular file of at most 1 MiB (a FIFO or a device is
+// refused at once, internal/regfile).
 func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certPEM, err := regfile.Read(certFile, maxTLSFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("tls: cannot load the certificate and key")
+	}
+	keyPEM, err := regfile.Read(keyFile, maxTLSFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("tls: cannot load the certificate and key")
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("tls: cannot load the certificate and key")
 	}

@@ -393,6 +393,20 @@ func (r *registry) flush() {
 	}
 }
 
+// errUnknownNode answers a call for a nodeId the controller does not know.
+func errUnknownNode() *protocol.Error {
+	return protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+}
+
+// known reports whether nodeID is a node the controller knows (online or
+// offline).
+func (r *registry) known(nodeID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.nodes[nodeID]
+	return ok
+}
+
 // pin resolves nodeID to its live connection and session generation for
 // a call of spec: NOT_FOUND for an unknown node, UNAVAILABLE node_offline
 // when it has no live connection, UNAVAILABLE node_method_unavailable when
@@ -402,7 +416,7 @@ func (r *registry) pin(nodeID string, spec protocol.MethodSpec) (*conn, uint64, 
 	defer r.mu.Unlock()
 	e, ok := r.nodes[nodeID]
 	if !ok {
-		return nil, 0, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+		return nil, 0, errUnknownNode()
 	}
 	if e.live == nil {
 		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeOffline,

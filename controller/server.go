@@ -151,6 +151,8 @@ type Server struct {
 	approvals  *approvalBook
 	guard      *connGuard
 	throttle   *authThrottle
+	// ui is the web console at /ui (ui.go, docs/CONSOLE.md).
+	ui *console
 	// refusedLog rate-limits the log line for sockets refused by the caps.
 	refusedLog *rate.Limiter
 
@@ -295,14 +297,17 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.janitor()
+	s.ui = newConsole(s)
+	go s.ui.run()
 	return s, nil
 }
 
 // Handler serves /ws (the WebSocket endpoint), /healthz (liveness: 200
 // "ok"), /readyz (readiness: 200 "ready", or 503 naming the failing
-// checks) and /metrics (Prometheus text format); see docs/OPERATIONS.md.
+// checks), /metrics (Prometheus text format; see docs/OPERATIONS.md) and
+// the web console at /ui (docs/CONSOLE.md).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
@@ -313,6 +318,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.Handle("/metrics", s.metricsHandler())
+	if s.ui != nil {
+		s.ui.mount(mux)
+	}
 	return mux
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strings"
@@ -234,8 +235,10 @@ func (c *Controller) Validate() error {
 		o := &c.Operators[i]
 		key := fmt.Sprintf("operators[%d]", i)
 		o.Name = strings.TrimSpace(o.Name)
-		if o.Name == "" || len(o.Name) > 64 {
-			return fmt.Errorf("%s.name: required, at most 64 bytes", key)
+		if !authority.ValidPrincipal(o.Name) {
+			// The name is the principal of every request of the entry: one
+			// authority.New would refuse makes every node request fail.
+			return fmt.Errorf("%s.name: required, at most %d bytes, no control characters", key, authority.MaxPrincipalBytes)
 		}
 		if names[o.Name] {
 			return fmt.Errorf("%s.name: duplicate", key)
@@ -289,6 +292,11 @@ func (c *Controller) Validate() error {
 		}
 	}
 	l := &c.Limits
+	if math.IsNaN(l.RequestsPerSecond) || math.IsInf(l.RequestsPerSecond, 0) {
+		// NaN compares false with everything: it would pass "< 0" and then
+		// silently disable the limit.
+		return fmt.Errorf("limits.requests_per_second: must be a finite number (0 = unlimited)")
+	}
 	if l.RequestsPerSecond < 0 || l.Burst < 0 || l.MaxInflight < 0 || l.MaxUnauthenticated < 0 ||
 		l.MaxUnauthenticatedPerAddress < 0 || l.HandshakeTimeoutMs < 0 || l.HTTPIdleTimeoutMs < 0 ||
 		l.AuthFailureBurst < 0 || l.AuthFailuresPerMinute < 0 || l.ApprovalTimeoutMs < 0 ||

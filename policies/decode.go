@@ -5,12 +5,14 @@ package policies
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"lemon/internal/regfile"
 )
 
 // decodeStrict decodes TOML into v and fails on any key v does not define,
@@ -31,10 +33,20 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// MaxPolicyFileBytes bounds a policy file (4 MiB); a longer one, or a
+// path that is not a regular file (a FIFO, a device such as /dev/zero),
+// is refused before it is parsed.
+const MaxPolicyFileBytes = 4 << 20
+
 // decodeFile reads and strictly decodes a TOML file.
 func decodeFile(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := regfile.Read(path, MaxPolicyFileBytes)
+	switch {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return fmt.Errorf("%s: not a regular file", path)
+	case errors.Is(err, regfile.ErrTooLarge):
+		return fmt.Errorf("%s: longer than %d bytes", path, MaxPolicyFileBytes)
+	case err != nil:
 		return err
 	}
 	if err := decodeStrict(data, v); err != nil {

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"lemon/hostcalls"
+	"lemon/policies/authority"
 )
 
 // Spec limits a worker policy may lower but never raise
@@ -236,6 +238,22 @@ func (w *Worker) Validate() error {
 			return fmt.Errorf("capabilities: %w", err)
 		}
 	}
+	// The same entry rules as a tool policy's command lists (docs/POLICY.md,
+	// "Commands"): a blocked entry that matches nothing ("rm ", "") would
+	// silently block nothing.
+	for _, l := range []struct {
+		key   string
+		items []string
+	}{{"allowed_commands", w.AllowedCommands.Items}, {"blocked_commands", w.BlockedCommands}} {
+		if len(l.items) > authority.MaxListEntries {
+			return fmt.Errorf("%s: at most %d entries", l.key, authority.MaxListEntries)
+		}
+		for i, c := range l.items {
+			if err := authority.CheckCommand(c); err != nil {
+				return fmt.Errorf("%s[%d]: %w", l.key, i, err)
+			}
+		}
+	}
 	for _, l := range []struct {
 		name     string
 		v, limit int
@@ -252,8 +270,10 @@ func (w *Worker) Validate() error {
 		return fmt.Errorf("pool: size 0..64, recycle_after_calls >= 0, memory_limit_pages <= 65536")
 	}
 	for i, r := range w.RateLimits {
-		if r.PerSecond <= 0 || r.Burst < 1 {
-			return fmt.Errorf("rate_limits[%d]: per_second must be > 0 and burst >= 1", i)
+		// !(> 0) also refuses NaN, which would pass "<= 0" and make a
+		// bucket that never refuses; inf would be a rule that never limits.
+		if !(r.PerSecond > 0) || math.IsInf(r.PerSecond, 0) || r.Burst < 1 {
+			return fmt.Errorf("rate_limits[%d]: per_second must be a finite number > 0 and burst >= 1", i)
 		}
 	}
 	if w.Vault.KeyFile != "" && w.Vault.KeyEnv != "" {

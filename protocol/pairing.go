@@ -267,8 +267,12 @@ const MaxNodeNameBytes = 128
 const MaxAdvertisedMethods = 1024
 
 // NormalizeNodeName trims surrounding whitespace and checks a node name:
-// 1..MaxNodeNameBytes bytes of UTF-8 without control characters. The error
-// names the field, never the value.
+// 1..MaxNodeNameBytes bytes of UTF-8 without control or format characters
+// (bidi overrides and zero-width characters would make two names look
+// the same), and not shaped like a nodeId ("node-" and 32 lowercase hex
+// digits): the CLI takes a nodeId or a name wherever it takes a node, so
+// a name spelled as the id of a removed node would capture its callers.
+// The error names the field, never the value.
 func NormalizeNodeName(field, name string) (string, *Error) {
 	n := strings.TrimSpace(name)
 	if n == "" {
@@ -278,11 +282,29 @@ func NormalizeNodeName(field, name string) (string, *Error) {
 		return "", InvalidParams(field, field+" is too long or not UTF-8")
 	}
 	for _, r := range n {
-		if unicode.IsControl(r) {
-			return "", InvalidParams(field, field+" contains control characters")
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return "", InvalidParams(field, field+" contains control or invisible format characters")
 		}
 	}
+	if LooksLikeNodeID(n) {
+		return "", InvalidParams(field, field+` is shaped like a nodeId ("node-" and 32 hex digits); choose another name`)
+	}
 	return n, nil
+}
+
+// LooksLikeNodeID reports whether s has the shape of a nodeId the
+// controller assigns: "node-" followed by 32 lowercase hex digits.
+func LooksLikeNodeID(s string) bool {
+	h, ok := strings.CutPrefix(s, "node-")
+	if !ok || len(h) != 32 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if !(h[i] >= '0' && h[i] <= '9' || h[i] >= 'a' && h[i] <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateAdvertisedMethods checks a methods map: at most

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -280,6 +281,14 @@ func RequireNodeID(nodeID string) *Error {
 	}
 	if len(nodeID) > 256 || !utf8.ValidString(nodeID) {
 		return InvalidParams("nodeId", "nodeId is malformed")
+	}
+	// No control or invisible format character: a nodeId is echoed in
+	// approval records, receipts and the CLI's tables (nodeIds the
+	// controller assigns are "node-" and hex).
+	for _, r := range nodeID {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return InvalidParams("nodeId", "nodeId is malformed")
+		}
 	}
 	return nil
 }

@@ -13,13 +13,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"lemon/internal/regfile"
 )
 
 // File names inside the directory Write fills.
@@ -123,8 +124,8 @@ func (ca *CA) Issue(hosts []string, notBefore, notAfter time.Time) (certPEM, key
 
 // ParseHosts splits hosts into DNS names and IP addresses. It refuses an
 // empty list, more than MaxHosts entries, and a name that is empty, longer
-// than 253 bytes, or holds anything but letters, digits, '-', '.' and a
-// leading "*.".
+// than 253 bytes, holds anything but letters, digits, '-', '.' and a
+// leading "*.", or ends in an all-digit label (a mistyped IP address).
 func ParseHosts(hosts []string) (dns []string, ips []net.IP, err error) {
 	if len(hosts) == 0 {
 		return nil, nil, errors.New("tls dev: no host names")
@@ -150,7 +151,14 @@ func validName(h string) bool {
 		return false
 	}
 	h = strings.TrimPrefix(h, "*.")
-	for _, label := range strings.Split(h, ".") {
+	labels := strings.Split(h, ".")
+	// A name whose last label is all digits is a mistyped IP address
+	// (1.2.3.4.5, 10.0.0.256, 010.0.0.1): as a DNS name it would match no
+	// client (no top-level domain is numeric), so it is refused.
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
+		return false
+	}
+	for _, label := range labels {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}
@@ -259,19 +267,9 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 }
 
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPEM+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPEM {
-		return nil, errors.New("too large")
-	}
-	return b, nil
+	// A FIFO, directory or device is refused without waiting
+	// (internal/regfile).
+	return regfile.Read(path, maxPEM)
 }
 
 // writeFile replaces path atomically with data at mode perm.

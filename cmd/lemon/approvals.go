@@ -107,7 +107,7 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMETHOD\tNODE ID\tPRINCIPAL\tMODE\tREQUESTED\tEXPIRES\tPARAMS SHA-256")
 	for _, a := range list.Approvals {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ApprovalID, a.Method, a.NodeID, a.Principal, a.Mode,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(a.ApprovalID), termSafe(a.Method), termSafe(a.NodeID), termSafe(a.Principal), termSafe(a.Mode),
 			time.UnixMilli(a.RequestedAtMs).Local().Format(time.TimeOnly),
 			time.UnixMilli(a.ExpiresAtMs).Local().Format(time.TimeOnly), short(a.ParamsSHA256))
 	}

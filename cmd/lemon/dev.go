@@ -34,7 +34,7 @@ func init() {
 
 const devUsage = `usage: lemon dev [--listen 127.0.0.1:PORT] [--name NAME] [--cwd DIR] [--allowed-root DIR]...
                  [--capabilities LIST] [--policy worker.toml] [--state DIR] [--module-set DIR]
-                 [--log-level debug|info|warn|error]
+                 [--log-level debug|info|warn|error] [--operators controller.toml]
 
 Runs a controller on a loopback address and one node (default cwd: the
 current directory) joined to it with an interim node token, and prints the
@@ -57,6 +57,11 @@ node's record of each host call to one file (- for stdout), joined by
 invokeId; --audit-fail-closed refuses requests while it cannot be written.
 --metrics-listen ADDR serves the node's /metrics, /healthz and /readyz; the
 controller serves its own on --listen (docs/OPERATIONS.md).
+
+--operators FILE adds the [[operators]] entries of a controller policy file
+(names, scopes, token_env or token_sha256) beside dev's own operator, e.g. a
+read-only or a pairing-only token; the file's other keys are not used. The
+web console is at http://ADDR/ui/ (docs/CONSOLE.md).
 `
 
 func randomToken(prefix string) string {
@@ -82,6 +87,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.state, "state", "", "node state directory (default: ~/.lemon/dev/NAME)")
 	setDir := fs.String("module-set", "", "module-set directory to pin (default: the set built into this binary)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error: what reaches stderr")
+	operators := fs.String("operators", "", "controller policy TOML whose [[operators]] are added")
 	obs := addObsFlags(fs, "dev", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -160,9 +166,17 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		opToken = randomToken("lop_")
 	}
 	nodeToken := randomToken("lnt_")
+	ops := []controller.OperatorCredential{{Name: "dev", TokenHash: controller.HashToken(opToken),
+		Scopes: append([]string(nil), protocol.OperatorScopes...)}}
+	if *operators != "" {
+		extra, err := devOperators(*operators, getenv)
+		if err != nil {
+			return fail(err)
+		}
+		ops = append(ops, extra...)
+	}
 	srv, err := controller.New(controller.Config{
-		Operators: []controller.OperatorCredential{{Name: "dev", TokenHash: controller.HashToken(opToken),
-			Scopes: append([]string(nil), protocol.OperatorScopes...)}},
+		Operators:  ops,
 		NodeTokens: []controller.NodeCredential{{Name: o.name, TokenHash: controller.HashToken(nodeToken)}},
 		ModuleSet:  pinned,
 		Version:    version.Version,
@@ -212,6 +226,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			}
 			announced = true
 			fmt.Fprintf(stdout, "lemon dev: controller on %s, node %q (nodeId %s) serving %s\n", url, o.name, h.Auth.NodeID, cwd)
+			fmt.Fprintf(stdout, "web console: http://%s/ui/ (log in with the operator token)\n", ln.Addr())
 			if generated {
 				fmt.Fprintf(stdout, "operator token (generated): %s\n", opToken)
 			} else {
@@ -306,4 +321,26 @@ func selfCommand() string {
 		return os.Args[0]
 	}
 	return "lemon"
+}
+
+// devOperators reads the [[operators]] of the controller policy file path
+// (validated as `lemon controller --policy` validates it); dev's own
+// operator comes from LEMON_CONTROL_PLANE_OPERATOR_TOKEN, so that variable
+// is not read again here.
+func devOperators(path string, getenv func(string) string) ([]controller.OperatorCredential, error) {
+	pol, err := policies.LoadController(path)
+	if err != nil {
+		return nil, fmt.Errorf("--operators: %w", err)
+	}
+	only := &policies.Controller{Operators: pol.Operators}
+	cfg, err := controller.FromPolicy(only, func(k string) string {
+		if k == envControlPlaneToken {
+			return ""
+		}
+		return getenv(k)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--operators: %w", err)
+	}
+	return cfg.Operators, nil
 }

@@ -180,15 +180,15 @@ func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool
 			if i > 0 {
 				fmt.Fprintln(tw)
 			}
-			fmt.Fprintf(tw, "%s:\n", r.Path)
+			fmt.Fprintf(tw, "%s:\n", termSafe(r.Path))
 		}
 		for _, e := range r.Entries {
 			if e.FSEntryStat == nil {
-				fmt.Fprintf(tw, "?\t\t\t%s (%s)\t\n", e.Name, e.Error)
+				fmt.Fprintf(tw, "?\t\t\t%s (%s)\t\n", termSafe(e.Name), termSafe(e.Error))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", os.FileMode(modeBits(e.Mode)).String(), e.Size,
-				time.UnixMilli(e.MtimeMs).Format("2006-01-02 15:04"), e.Name)
+				time.UnixMilli(e.MtimeMs).Format("2006-01-02 15:04"), termSafe(e.Name))
 		}
 		if r.Truncated {
 			fmt.Fprintf(tw, "(truncated at %d entries)\t\t\t\t\n", r.Limit)
@@ -247,7 +247,7 @@ func (c *fsClient) rm(ctx context.Context, in io.Reader, w io.Writer, paths []st
 			return err
 		}
 		if !yes {
-			fmt.Fprintf(w, "delete %s (%s, %d entries)? [y/N] ", pv.Path, pv.Stat.Type, pv.CandidateCount)
+			fmt.Fprintf(w, "delete %s (%s, %d entries)? [y/N] ", termSafe(pv.Path), termSafe(pv.Stat.Type), pv.CandidateCount)
 			// Read the answer aside, so SIGINT at the prompt ends the
 			// command at once (exit 130) instead of waiting for a line.
 			got := make(chan string, 1)

@@ -159,7 +159,7 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 		} else if n.LastSeenAtMs > 0 {
 			since = time.UnixMilli(n.LastSeenAtMs).Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.NodeID, status, n.Identity, since)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termSafe(n.Name), termSafe(n.NodeID), status, termSafe(n.Identity), since)
 	}
 	tw.Flush()
 	if pairErr != nil {
@@ -177,7 +177,7 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 		if p.RevokesLiveSession {
 			note = "approving revokes its live session (admin only)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Code, p.Kind, p.Status, p.Name, p.NodeID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Code, p.Kind, p.Status, termSafe(p.Name), p.NodeID,
 			time.UnixMilli(p.ExpiresAtMs).Local().Format(time.TimeOnly), note)
 	}
 	tw.Flush()

@@ -309,13 +309,13 @@ func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.W
 	}
 	switch {
 	case r.State == protocol.ProcessStateNotFound:
-		fmt.Fprintf(stderr, "lemon run: no run %s on node %s\n", r.ProcessID, r.NodeID)
+		fmt.Fprintf(stderr, "lemon run: no run %s on node %s\n", r.ProcessID, termSafe(r.NodeID))
 		return 1
 	case r.State == protocol.ProcessStateCompleted && !summary && !r.OutputTruncated:
 		return code
 	case r.State == protocol.ProcessStateCompleted:
 	case r.State == protocol.ProcessStateRunning:
-		state += "; 'lemon run " + r.NodeID + " --get " + r.ProcessID + "' again later"
+		state += "; 'lemon run " + termSafe(r.NodeID) + " --get " + r.ProcessID + "' again later"
 		code = 1
 	default: // cancelled, outcome_unknown
 		code = 1
@@ -327,7 +327,7 @@ func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.W
 			state += "; output truncated"
 		}
 	}
-	fmt.Fprintf(stderr, "lemon run: %s on node %s: %s\n", r.ProcessID, r.NodeID, state)
+	fmt.Fprintf(stderr, "lemon run: %s on node %s: %s\n", r.ProcessID, termSafe(r.NodeID), state)
 	return code
 }
 

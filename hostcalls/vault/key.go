@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"lemon/internal/regfile"
 )
 
 // KeySize is the size of the master key in bytes (AES-256).
@@ -36,7 +38,11 @@ var (
 // standard base64 with optional surrounding white space (ErrKeyFormat
 // otherwise).
 func LoadKeyFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC, 0)
+	// regfile.Open: a FIFO is refused at once instead of blocking start.
+	f, err := regfile.Open(path)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, ErrKeyFileMode
+	}
 	if err != nil {
 		return nil, ErrKeyFileRead
 	}

@@ -113,7 +113,7 @@ func New(c ExecutionContext) (ExecutionContext, error) {
 	if c.Attempt < 1 || c.Attempt > MaxAttempt {
 		return ExecutionContext{}, cerr(CodeContextInvalid, "attempt", "must be 1 to %d", MaxAttempt)
 	}
-	if c.Principal == "" || len(c.Principal) > MaxPrincipalBytes || !printable(c.Principal) {
+	if !ValidPrincipal(c.Principal) {
 		return ExecutionContext{}, cerr(CodeContextInvalid, "principal", "must be 1 to %d printable bytes", MaxPrincipalBytes)
 	}
 	if len(c.Provenance) > MaxProvenance || !tokenChars(c.Provenance) {
@@ -137,6 +137,14 @@ func New(c ExecutionContext) (ExecutionContext, error) {
 	c.Policy.canon()
 	c.Limits = c.Limits.Restrict(c.Policy.Limits)
 	return c, nil
+}
+
+// ValidPrincipal reports whether s can be a context's principal (an
+// operator entry's name): 1 to MaxPrincipalBytes bytes of UTF-8 without
+// C0 or C1 control characters or DEL. policies.Controller checks every
+// operator name with it, so an accepted entry can always build a context.
+func ValidPrincipal(s string) bool {
+	return s != "" && len(s) <= MaxPrincipalBytes && printable(s)
 }
 
 func checkID(field, s string, required bool) error {

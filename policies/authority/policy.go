@@ -10,6 +10,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Approval modes of the approvals table. "always" asks for every call;
@@ -397,8 +399,14 @@ func commandList(key string, v any) ([]string, error) {
 	return canonCommands(xs), nil
 }
 
-// checkCommand accepts a bare name (no '/') or a clean absolute path;
-// "all" is never a list item.
+// CheckCommand accepts one allowed_commands or blocked_commands entry, of
+// a tool policy or a worker policy alike (docs/POLICY.md, "Commands"): a
+// bare name (no '/') or a clean absolute path, 1 to MaxCommandBytes bytes
+// of valid UTF-8 without control characters and without leading or
+// trailing white space ("rm " would match no argv[0], so a blocked entry
+// with a stray space would block nothing); "all" is never a list item.
+func CheckCommand(s string) error { return checkCommand(s) }
+
 func checkCommand(s string) error {
 	switch {
 	case s == "all":
@@ -407,6 +415,10 @@ func checkCommand(s string) error {
 		return fmt.Errorf("must be 1 to %d bytes", MaxCommandBytes)
 	case strings.ContainsRune(s, 0):
 		return errors.New("must not contain NUL")
+	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
+		return errors.New("must be valid UTF-8 without control characters")
+	case strings.TrimSpace(s) != s:
+		return errors.New("must not begin or end with white space")
 	case strings.Contains(s, "/") && (!path.IsAbs(s) || path.Clean(s) != s):
 		return errors.New("must be a bare command name or a clean absolute path")
 	case s == "." || s == "..":

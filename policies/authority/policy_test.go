@@ -447,3 +447,18 @@ func TestAllowsCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv3CommandWhitespace: a tool policy's command entry with a stray
+// space or a control character is refused (it would match no argv[0]).
+func TestAdv3CommandWhitespace(t *testing.T) {
+	for _, bad := range []string{`"rm "`, `" rm"`, `"rm\t"`, `"make\n"`, `"ma\u007fke"`} {
+		for _, key := range []string{"allowed_commands", "blocked_commands"} {
+			if _, err := ParseJSON([]byte(`{"` + key + `":[` + bad + `]}`)); err == nil {
+				t.Errorf("%s [%s] accepted", key, bad)
+			}
+		}
+	}
+	if _, err := ParseJSON([]byte(`{"blocked_commands":["/opt/My Tools/rm"]}`)); err != nil {
+		t.Errorf("an inner space refused: %v", err)
+	}
+}

@@ -49,6 +49,20 @@
 //     example policies pass `lemon policy check`; its units carry the
 //     promised hardening and pass `systemd-analyze verify` where that tool
 //     is installed (issue 13).
+//   - TestConsoleInBrowser: the web console (docs/CONSOLE.md) in a real
+//     headless Chromium driven with chromedp against `lemon dev --operators`:
+//     log in and see the live dev node, whose name `<img src=x
+//     onerror=alert(1)>` renders as text (no img element, no dialog); node
+//     detail with live node.host.info and its audit records; Overview
+//     charts; Module set; the Audit tail filtered; a node joining with a
+//     pairing-only token is approved in the Pairings page and comes online;
+//     a node.host.info held by an operator policy (require_approval) is
+//     approved in the Approvals page and the held call completes;
+//     the approve POST without (or with a wrong) CSRF token is refused 403;
+//     a read-only login sees no approve or reject control and its direct
+//     POSTs with a valid CSRF token are refused 403. A PNG of each page is
+//     saved ($LEMON_CONSOLE_SCREENSHOTS, else a kept temporary directory).
+//     Without chromium it skips, unless CI is set (issue 16).
 //
 // Benchmarks (BenchmarkE2E*) measure through a real `lemon dev`, with the
 // client package in-process as the operator:
