@@ -140,8 +140,9 @@ func parseInterleaved(fl *flag.FlagSet, args []string) ([]string, error) {
 
 func fsFail(err error) int {
 	// A wrapped *protocol.Error prints its own text plus the wrapping
-	// (transferError's hint to resume).
-	fmt.Fprintln(os.Stderr, "lemon fs:", err)
+	// (transferError's hint to resume); a tree entry's name in it came from
+	// the node, so it is made terminal-safe.
+	fmt.Fprintln(os.Stderr, "lemon fs:", termSafe(err.Error()))
 	return 1
 }
 

@@ -135,7 +135,7 @@ func (c *fsClient) putTree(ctx context.Context, tc *transfer.Client, local, remo
 	}
 	return tc.PutTree(ctx, local, remote, transfer.TreeOptions{Overwrite: fl.overwrite, Parallel: fl.parallel,
 		Progress: prog.add, Start: prog.start, FileDone: prog.fileDone},
-		func(msg string) { fmt.Fprintln(os.Stderr, "lemon fs:", msg) })
+		func(msg string) { fmt.Fprintln(os.Stderr, "lemon fs:", termSafe(msg)) })
 }
 
 // treeProgress is one progress line for a whole transfer: bytes, files,
