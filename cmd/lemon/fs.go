@@ -64,17 +64,10 @@ func runFS(ctx context.Context, args []string) int {
 	if err != nil {
 		return 2
 	}
-	if len(rest) < 2 {
-		fl.Usage()
-		return 2
+	if msg := fsWordsError(rest); msg != "" {
+		return usageLine(os.Stderr, "fs", msg)
 	}
 	cmd, pos := rest[0], rest[1:]
-	need := map[string]int{"ls": 2, "stat": 2, "mv": 3, "rm": 2, "get": 3, "put": 3}
-	n, ok := need[cmd]
-	if !ok || len(pos) < n || (cmd == "mv" || cmd == "get" || cmd == "put") && len(pos) != n {
-		fmt.Fprint(os.Stderr, fsUsage)
-		return 2
-	}
 	op, err := session()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)

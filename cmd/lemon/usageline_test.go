@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// A usage error of lemon nodes is one line naming the mistake and the
+// help hint, exit 2 (it used to print the whole usage).
+func TestNodesUsageLine(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, "lemon nodes: unknown subcommand \"bogus\": approve CODE, reject CODE, rename NODE NAME; run 'lemon nodes --help'\n"},
+		{[]string{"approve"}, "lemon nodes: CODE is missing: approve CODE; run 'lemon nodes --help'\n"},
+		{[]string{"rename", "n1"}, "lemon nodes: NAME is missing: rename NODE NAME; run 'lemon nodes --help'\n"},
+		{[]string{"reject", "a", "b"}, "lemon nodes: reject takes CODE, got 2 words; run 'lemon nodes --help'\n"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runNodes(context.Background(), c.args, noEnv, &out, &errb); code != 2 || errb.String() != c.want || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// lemon fs names the missing or extra word: ls, stat and rm take NODE and
+// one or more paths, mv, get and put exactly two.
+func TestFSWordsError(t *testing.T) {
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{nil, "COMMAND is missing: ls, stat, mv, rm, get, put"},
+		{[]string{"ls"}, "NODE PATH is missing: ls NODE PATH"},
+		{[]string{"ls", "n2b"}, "PATH is missing: ls NODE PATH"},
+		{[]string{"ls", "n2b", "/a"}, ""},
+		{[]string{"rm", "n2b", "/a", "/b", "/c"}, ""},
+		{[]string{"cp", "n", "a", "b"}, "unknown subcommand \"cp\": ls, stat, mv, rm, get, put"},
+		{[]string{"mv", "n", "a"}, "DST is missing: mv NODE SRC DST"},
+		{[]string{"mv", "n", "a", "b"}, ""},
+		{[]string{"put", "n", "a", "b", "c"}, "put takes NODE LOCAL REMOTE, got 4 words"},
+	} {
+		if got := fsWordsError(c.words); got != c.want {
+			t.Errorf("%q: %q, want %q", c.words, got, c.want)
+		}
+	}
+	var errb bytes.Buffer
+	if code := usageLine(&errb, "fs", fsWordsError([]string{"ls", "n2b"})); code != 2 ||
+		errb.String() != "lemon fs: PATH is missing: ls NODE PATH; run 'lemon fs --help'\n" {
+		t.Fatalf("exit %d, %q", code, errb.String())
+	}
+}
