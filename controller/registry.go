@@ -393,6 +393,11 @@ func (r *registry) flush() {
 	}
 }
 
+// nodeNotFoundMessage is the NOT_FOUND message for an unknown nodeId. The
+// CLI turns a node name into its nodeId first and sends an unknown word
+// as it is, so the message names both.
+const nodeNotFoundMessage = "no node has this name or nodeId ('lemon nodes' lists them)"
+
 // pin resolves nodeID to its live connection and session generation for
 // a call of spec: NOT_FOUND for an unknown node, UNAVAILABLE node_offline
 // when it has no live connection, UNAVAILABLE node_method_unavailable when
@@ -402,7 +407,7 @@ func (r *registry) pin(nodeID string, spec protocol.MethodSpec) (*conn, uint64, 
 	defer r.mu.Unlock()
 	e, ok := r.nodes[nodeID]
 	if !ok {
-		return nil, 0, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+		return nil, 0, protocol.Errorf(protocol.CodeNotFound, nodeNotFoundMessage)
 	}
 	if e.live == nil {
 		return nil, 0, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainNodeOffline,
@@ -465,7 +470,7 @@ func (r *registry) describe(nodeID string) (protocol.NodeDescription, *protocol.
 	defer r.mu.Unlock()
 	e, ok := r.nodes[nodeID]
 	if !ok {
-		return protocol.NodeDescription{}, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+		return protocol.NodeDescription{}, protocol.Errorf(protocol.CodeNotFound, nodeNotFoundMessage)
 	}
 	d := protocol.NodeDescription{
 		NodeSummary:     e.summary(),
