@@ -52,7 +52,7 @@ const fsCallTimeout = 60 * time.Second
 func runFS(ctx context.Context, args []string) int {
 	// Flags may stand anywhere: before the command, between or after the
 	// positional arguments.
-	fl := flag.NewFlagSet("fs", flag.ContinueOnError)
+	fl := flag.NewFlagSet("lemon fs", flag.ContinueOnError)
 	fl.Usage = func() { fmt.Fprint(os.Stderr, fsUsage) }
 	session := operatorFlags(fl, os.Getenv)
 	all := fl.Bool("all", false, "ls: include dot names")
@@ -104,7 +104,7 @@ func runFS(ctx context.Context, args []string) int {
 	case "get":
 		err = c.get(ctx, pos[1], pos[2], progressTo(os.Stderr))
 	case "put":
-		err = c.put(ctx, pos[1], pos[2], *overwrite, *mkdirs, progressTo(os.Stderr))
+		err = putMkdirsHint(c.put(ctx, pos[1], pos[2], *overwrite, *mkdirs, progressTo(os.Stderr)), *mkdirs)
 	}
 	if err != nil {
 		return fsFail(err)

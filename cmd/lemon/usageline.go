@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"lemon/protocol"
 )
 
 // usageLine prints the one-line usage error of a flag-package command,
@@ -91,4 +93,15 @@ func fsWordsError(words []string) string {
 		return "" // PATH...
 	}
 	return wordsError(words, want, order)
+}
+
+// putMkdirsHint turns the NOT_FOUND / not_found of 'lemon fs put' without
+// --mkdirs (the remote file's directory does not exist) into an error
+// that says so and names --mkdirs; any other error is returned as is.
+func putMkdirsHint(err error, mkdirs bool) error {
+	var pe *protocol.Error
+	if err == nil || mkdirs || !errors.As(err, &pe) || pe.DomainCode() != protocol.DomainNotFound {
+		return err
+	}
+	return fmt.Errorf("%s; the remote directory does not exist: pass --mkdirs to create it", pe.Error())
 }

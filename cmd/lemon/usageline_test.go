@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
+
+	"lemon/protocol"
 )
 
 // A usage error of lemon nodes is one line naming the mistake and the
@@ -51,5 +54,32 @@ func TestFSWordsError(t *testing.T) {
 	if code := usageLine(&errb, "fs", fsWordsError([]string{"ls", "n2b"})); code != 2 ||
 		errb.String() != "lemon fs: PATH is missing: ls NODE PATH; run 'lemon fs --help'\n" {
 		t.Fatalf("exit %d, %q", code, errb.String())
+	}
+}
+
+// fs put into a missing remote directory names --mkdirs; with --mkdirs,
+// or for any other error, the error is unchanged.
+func TestPutMkdirsHint(t *testing.T) {
+	nf := protocol.DomainError(protocol.CodeNotFound, protocol.DomainNotFound, "no such file or directory")
+	if got := putMkdirsHint(nf, false); got == nil || got.Error() !=
+		"NOT_FOUND (not_found): no such file or directory; the remote directory does not exist: pass --mkdirs to create it" {
+		t.Fatalf("got %v", got)
+	}
+	if got := putMkdirsHint(nf, true); got != error(nf) {
+		t.Fatalf("with --mkdirs: %v", got)
+	}
+	other := errors.New("local path is not a regular file")
+	if got := putMkdirsHint(other, false); got != other || putMkdirsHint(nil, false) != nil {
+		t.Fatalf("other: %v", got)
+	}
+}
+
+// The approval notice of lemon fs starts with "lemon fs:" like its other
+// lines.
+func TestFSApprovalNoticePrefix(t *testing.T) {
+	var b bytes.Buffer
+	approvalNotice(&b, "lemon fs")(protocol.Event{Event: protocol.EventApprovalRequested, Payload: []byte(`{"approvalId":"appr-1"}`)})
+	if b.String() != "lemon fs: waiting for approval appr-1 (an approver runs: lemon approvals approve appr-1)\n" {
+		t.Fatalf("%q", b.String())
 	}
 }
