@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 
+	"lemon/client"
 	"lemon/protocol"
+	"lemon/worker"
 )
 
 // A usage error of lemon nodes is one line naming the mistake and the
@@ -81,5 +85,31 @@ func TestFSApprovalNoticePrefix(t *testing.T) {
 	approvalNotice(&b, "lemon fs")(protocol.Event{Event: protocol.EventApprovalRequested, Payload: []byte(`{"approvalId":"appr-1"}`)})
 	if b.String() != "lemon fs: waiting for approval appr-1 (an approver runs: lemon approvals approve appr-1)\n" {
 		t.Fatalf("%q", b.String())
+	}
+}
+
+// lemon node join with an unusable CA file for a wss:// controller stops
+// at once, before the modules load, naming the file's problem and not
+// "controller refused this node"; a ws:// URL never reads the file.
+func TestNodeJoinCAFileCheckedFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.pem")
+	getenv := func(k string) string {
+		if k == "LEMON_CA_FILE" {
+			return missing
+		}
+		return ""
+	}
+	var stderr bytes.Buffer
+	code := runNodeJoin(context.Background(), []string{"--controller", "wss://127.0.0.1:1/ws", "--name", "n1", "--cwd", t.TempDir()}, getenv, &stderr)
+	if want := "lemon node join: cannot use the CA file (--ca-file or LEMON_CA_FILE): cannot open it\n"; code != 1 || stderr.String() != want {
+		t.Fatalf("exit %d, stderr %q, want %q", code, stderr.String(), want)
+	}
+	if err := checkCAFile("ws://127.0.0.1:1/ws", missing); err != nil {
+		t.Fatalf("ws:// read the CA file: %v", err)
+	}
+	// A CA error from worker.Run loses the ErrFatal prefix.
+	inner := fmt.Errorf("controller wss://h/ws: %w", client.ErrCAFile)
+	if got := caFileCause(fmt.Errorf("%w: %w", worker.ErrFatal, inner)); got != inner {
+		t.Fatalf("caFileCause = %v", got)
 	}
 }
