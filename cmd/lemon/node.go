@@ -371,7 +371,8 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		return fail(err)
 	}
 	if addr != nil {
-		fmt.Fprintf(stderr, "lemon node join: metrics on http://%s/metrics\n", addr)
+		u := fmt.Sprintf("http://%s/metrics", addr)
+		o.obs.notice(stderr, "lemon node join", "metrics on "+u, "metrics listening", "url", u)
 	}
 	log.Info("node starting", "name", id.name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
 	if err := w.Run(ctx); err != nil {
