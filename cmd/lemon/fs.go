@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -162,7 +163,9 @@ func (c *fsClient) call(ctx context.Context, method string, params map[string]an
 }
 
 func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.AlignRight)
+	// Columns as ls -l lays them out: mode and name left-aligned, the
+	// size right-aligned (padded here; the tabwriter aligns left).
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	defer tw.Flush()
 	for i, p := range paths {
 		var r protocol.FSListResult
@@ -175,16 +178,22 @@ func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool
 			}
 			fmt.Fprintf(tw, "%s:\n", r.Path)
 		}
+		sizeWidth := 1
+		for _, e := range r.Entries {
+			if e.FSEntryStat != nil {
+				sizeWidth = max(sizeWidth, len(strconv.FormatInt(e.Size, 10)))
+			}
+		}
 		for _, e := range r.Entries {
 			if e.FSEntryStat == nil {
-				fmt.Fprintf(tw, "?\t\t\t%s (%s)\t\n", e.Name, e.Error)
+				fmt.Fprintf(tw, "?\t%*s\t\t%s (%s)\n", sizeWidth, "", e.Name, e.Error)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", os.FileMode(modeBits(e.Mode)).String(), e.Size,
+			fmt.Fprintf(tw, "%s\t%*d\t%s\t%s\n", os.FileMode(modeBits(e.Mode)).String(), sizeWidth, e.Size,
 				time.UnixMilli(e.MtimeMs).Format("2006-01-02 15:04"), e.Name)
 		}
 		if r.Truncated {
-			fmt.Fprintf(tw, "(truncated at %d entries)\t\t\t\t\n", r.Limit)
+			fmt.Fprintf(tw, "(truncated at %d entries)\n", r.Limit)
 		}
 	}
 	return nil
