@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -34,6 +35,8 @@ func LoadCAFile(path string) (*x509.CertPool, error) {
 		return nil, caErr("it is not a regular file", nil)
 	case errors.Is(err, regfile.ErrTooLarge):
 		return nil, caErr("it is larger than 1 MiB", nil)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, caErr("it does not exist", err)
 	case err != nil:
 		return nil, caErr("cannot read it", err)
 	}

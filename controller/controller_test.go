@@ -307,7 +307,11 @@ func TestNodeListDescribe(t *testing.T) {
 		len(d.Capabilities) != 1 || d.Client == nil || d.Client.ID != "fake-node" {
 		t.Fatalf("describe: %s", f.raw)
 	}
-	wantError(t, op.call("node.describe", map[string]string{"nodeId": "node-nope"}), protocol.CodeNotFound, "")
+	f = op.call("node.describe", map[string]string{"nodeId": "node-nope"})
+	wantError(t, f, protocol.CodeNotFound, "")
+	if f.Error.Message != "no node has this name or nodeId ('lemon nodes' lists them)" {
+		t.Fatalf("unknown node: %s", f.raw)
+	}
 	wantError(t, op.call("node.describe", map[string]string{}), protocol.CodeInvalidParams, "")
 	wantError(t, op.call("node.list", `{"x":1}`), protocol.CodeInvalidParams, "")
 

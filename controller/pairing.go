@@ -643,7 +643,7 @@ func (r *registry) rename(p protocol.NodeRenameParams) (protocol.NodeRenameResul
 	defer r.mu.Unlock()
 	e, ok := r.nodes[p.NodeID]
 	if !ok {
-		return protocol.NodeRenameResult{}, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+		return protocol.NodeRenameResult{}, protocol.Errorf(protocol.CodeNotFound, nodeNotFoundMessage)
 	}
 	if e.rec.Identity == protocol.NodeIdentityToken {
 		return protocol.NodeRenameResult{}, protocol.Errorf(protocol.CodeConflict,

@@ -393,9 +393,14 @@ func (r *registry) flush() {
 	}
 }
 
+// nodeNotFoundMessage is the NOT_FOUND message for an unknown nodeId. The
+// CLI turns a node name into its nodeId first and sends an unknown word
+// as it is, so the message names both.
+const nodeNotFoundMessage = "no node has this name or nodeId ('lemon nodes' lists them)"
+
 // errUnknownNode answers a call for a nodeId the controller does not know.
 func errUnknownNode() *protocol.Error {
-	return protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+	return protocol.Errorf(protocol.CodeNotFound, nodeNotFoundMessage)
 }
 
 // known reports whether nodeID is a node the controller knows (online or
@@ -479,7 +484,7 @@ func (r *registry) describe(nodeID string) (protocol.NodeDescription, *protocol.
 	defer r.mu.Unlock()
 	e, ok := r.nodes[nodeID]
 	if !ok {
-		return protocol.NodeDescription{}, protocol.Errorf(protocol.CodeNotFound, "no node has this nodeId")
+		return protocol.NodeDescription{}, protocol.Errorf(protocol.CodeNotFound, nodeNotFoundMessage)
 	}
 	d := protocol.NodeDescription{
 		NodeSummary:     e.summary(),

@@ -48,7 +48,7 @@ func TestAdv3RunReceiptNodeIDEscaped(t *testing.T) {
 	raw := []byte(`{"processId":"run-1","nodeId":"n\u001b[2Jx","state":"running","exitCode":null,` +
 		`"stdoutBase64":null,"stderrBase64":null,"outputTruncated":true}`)
 	var stdout, stderr bytes.Buffer
-	if code := printReceipt(raw, false, true, &stdout, &stderr); code != 1 {
+	if code := printReceipt(raw, false, true, "n1", 0, &stdout, &stderr); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	if strings.Contains(stderr.String(), "\x1b") || !strings.Contains(stderr.String(), "malformed receipt") {

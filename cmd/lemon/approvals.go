@@ -21,8 +21,7 @@ func init() {
 	})
 	setUsage("approvals", approvalsUsage)
 	for sub, args := range map[string]string{"list": "", "approve": " ID", "deny": " ID"} {
-		setUsage("approvals "+sub, "usage: lemon approvals "+sub+args+"   (flags go before the word: lemon approvals --controller URL "+
-			sub+args+")\n\n"+approvalsUsage)
+		setUsage("approvals "+sub, "usage: lemon approvals "+sub+args+" [--controller URL] [--json]\n\n"+approvalsUsage)
 	}
 }
 
@@ -40,7 +39,8 @@ and SHA-256 digests of the params (and of argv and cwd for runs).
 
 The operator token comes from LEMON_OPERATOR_TOKEN, else
 LEMON_CONTROL_PLANE_OPERATOR_TOKEN. Errors are printed as the error object
-JSON on stderr (exit 1). --json prints the approval.list payload.
+JSON on stderr (exit 1). --json prints the approval.list payload. Flags
+may stand before or after the words.
 `
 
 func runApprovals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -49,25 +49,24 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 	fs.Usage = func() { fmt.Fprint(stderr, approvalsUsage) }
 	resolve := operatorFlags(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the raw JSON payload")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	rest, code := parseFlagsAnywhere(fs, args, stderr, "approvals")
+	if code >= 0 {
+		return code
 	}
-	rest := fs.Args()
+	if msg := wordsError(rest, map[string][]string{"": nil, "list": nil, "approve": {"ID"}, "deny": {"ID"}},
+		[]string{"list", "approve ID", "deny ID"}); msg != "" {
+		return usageLine(stderr, "approvals", msg)
+	}
 	method, params := protocol.MethodApprovalList, any(protocol.ApprovalListParams{})
 	switch {
-	case len(rest) == 0, len(rest) == 1 && rest[0] == "list":
 	case len(rest) == 2 && rest[0] == "approve":
 		method, params = protocol.MethodApprovalDecide, protocol.ApprovalDecideParams{ApprovalID: rest[1], Decision: protocol.DecisionApprove}
 	case len(rest) == 2 && rest[0] == "deny":
 		method, params = protocol.MethodApprovalDecide, protocol.ApprovalDecideParams{ApprovalID: rest[1], Decision: protocol.DecisionDeny}
-	default:
-		fs.Usage()
-		return 2
 	}
 	sess, err := resolve()
 	if err != nil {
-		fmt.Fprintf(stderr, "lemon approvals: %v\n", err)
-		return 2
+		return usageLine(stderr, "approvals", err.Error())
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

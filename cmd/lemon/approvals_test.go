@@ -92,9 +92,23 @@ func TestApprovalsCommand(t *testing.T) {
 	if len(decided) != 2 || decided[0].Decision != "approve" || decided[1].Decision != "deny" {
 		t.Fatalf("decisions %+v", decided)
 	}
-	for _, bad := range [][]string{{"approve"}, {"maybe", "x"}, {"list", "x"}} {
-		if code, _, _ := run(bad...); code != 2 {
-			t.Fatalf("%q: code %d", bad, code)
+	// Flags after the subcommand work, as in lemon fs.
+	if code, out, _ := run("list", "--json"); code != 0 || !strings.Contains(out, `"paramsSha256"`) {
+		t.Fatalf("list --json after the word: %d %q", code, out)
+	}
+	// A usage error is one line naming the mistake, exit 2.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"approve"}, "lemon approvals: ID is missing: approve ID; run 'lemon approvals --help'\n"},
+		{[]string{"maybe", "x"}, "lemon approvals: unknown subcommand \"maybe\": list, approve ID, deny ID; run 'lemon approvals --help'\n"},
+		{[]string{"list", "x"}, "lemon approvals: list takes no arguments; run 'lemon approvals --help'\n"},
+		{[]string{"deny", "a", "b"}, "lemon approvals: deny takes ID, got 2 words; run 'lemon approvals --help'\n"},
+		{[]string{"list", "--bogus"}, "lemon approvals: unknown flag -bogus; run 'lemon approvals --help'\n"},
+	} {
+		if code, out, errOut := run(c.args...); code != 2 || errOut != c.want || out != "" {
+			t.Errorf("%q: code %d, stderr %q, want %q", c.args, code, errOut, c.want)
 		}
 	}
 }

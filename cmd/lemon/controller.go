@@ -118,9 +118,10 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 		pol.StateDir = dir
 	}
 	if pol.StateDir == "" {
-		fmt.Fprintln(stderr, "lemon controller: state in memory only (--memory): a restart forgets every paired node")
+		obs.notice(stderr, "lemon controller", "state in memory only (--memory): a restart forgets every paired node",
+			"state in memory only (--memory): a restart forgets every paired node", "memory", true)
 	} else {
-		fmt.Fprintf(stderr, "lemon controller: state in %s\n", pol.StateDir)
+		obs.notice(stderr, "lemon controller", "state in "+pol.StateDir, "state directory", "dir", pol.StateDir)
 	}
 	if *moduleSet != "" {
 		pol.ModuleSet = *moduleSet
@@ -180,7 +181,8 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	if cfg.TLS != nil {
 		scheme = "wss"
 	}
-	fmt.Fprintf(stderr, "lemon controller: listening on %s://%s/ws\n", scheme, ln.Addr())
+	wsURL := fmt.Sprintf("%s://%s/ws", scheme, ln.Addr())
+	obs.notice(stderr, "lemon controller", "listening on "+wsURL, "listening", "url", wsURL)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// SIGHUP re-reads the module-set directory and re-pins it (docs/PLUGINS.md).

@@ -217,11 +217,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 				// A node reconnects after it switched sets (SIGHUP) or lost
 				// its connection: say so, since calls to new methods
 				// succeed from here on.
-				digest := ""
+				digest, setDigest := "", ""
 				if h.ModuleSet != nil {
-					digest = " (the controller pins module set " + h.ModuleSet.Digest + ")"
+					setDigest = h.ModuleSet.Digest
+					digest = " (the controller pins module set " + setDigest + ")"
 				}
-				fmt.Fprintf(stderr, "lemon dev: node %q reconnected%s\n", o.name, digest)
+				obs.notice(stderr, "lemon dev", fmt.Sprintf("node %q reconnected%s", o.name, digest), "node reconnected",
+					"node", o.name, "digest", setDigest)
 				return
 			}
 			announced = true
@@ -251,14 +253,16 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fail(err)
 	}
 	if maddr != nil {
-		fmt.Fprintf(stderr, "lemon dev: node metrics on http://%s/metrics\n", maddr)
+		u := fmt.Sprintf("http://%s/metrics", maddr)
+		obs.notice(stderr, "lemon dev", "node metrics on "+u, "metrics listening", "url", u)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go watchRepin(ctx, "lemon dev", hup, srv, *setDir, stderr, &sync.Mutex{})
 
-	fmt.Fprintf(stderr, "lemon dev: starting, pid %d (the first start compiles the modules, later starts reuse the cache; kill -HUP %d re-reads --module-set)\n", os.Getpid(), os.Getpid())
+	obs.notice(stderr, "lemon dev", fmt.Sprintf("starting, pid %d (the first start compiles the modules, later starts reuse the cache; kill -HUP %d re-reads --module-set)", os.Getpid(), os.Getpid()),
+		"starting", "pid", os.Getpid())
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ctx, ln) }()
 	workerDone := make(chan error, 1)
@@ -289,7 +293,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, net.ErrClosed) {
 		return fail(runErr)
 	}
-	fmt.Fprintln(stderr, "lemon dev: stopped")
+	obs.notice(stderr, "lemon dev", "stopped", "stopped")
 	return 0
 }
 

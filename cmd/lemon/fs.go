@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,7 +55,7 @@ const fsCallTimeout = 60 * time.Second
 func runFS(ctx context.Context, args []string) int {
 	// Flags may stand anywhere: before the command, between or after the
 	// positional arguments.
-	fl := flag.NewFlagSet("fs", flag.ContinueOnError)
+	fl := flag.NewFlagSet("lemon fs", flag.ContinueOnError)
 	fl.Usage = func() { fmt.Fprint(os.Stderr, fsUsage) }
 	session := operatorFlags(fl, os.Getenv)
 	all := fl.Bool("all", false, "ls: include dot names")
@@ -68,17 +69,10 @@ func runFS(ctx context.Context, args []string) int {
 	if err != nil {
 		return 2
 	}
-	if len(rest) < 2 {
-		fl.Usage()
-		return 2
+	if msg := fsWordsError(rest); msg != "" {
+		return usageLine(os.Stderr, "fs", msg)
 	}
 	cmd, pos := rest[0], rest[1:]
-	need := map[string]int{"ls": 2, "stat": 2, "mv": 3, "rm": 2, "get": 3, "put": 3}
-	n, ok := need[cmd]
-	if !ok || len(pos) < n || (cmd == "mv" || cmd == "get" || cmd == "put") && len(pos) != n {
-		fmt.Fprint(os.Stderr, fsUsage)
-		return 2
-	}
 	op, err := session()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lemon fs:", err)
@@ -115,6 +109,9 @@ func runFS(ctx context.Context, args []string) int {
 	case "get", "put":
 		err = c.transfer(ctx, cmd, pos[1], pos[2], transferFlags{overwrite: *overwrite, mkdirs: *mkdirs,
 			recursive: *recursive, resume: *resume, parallel: *parallel})
+		if cmd == "put" && !*recursive {
+			err = putMkdirsHint(err, *mkdirs)
+		}
 	}
 	if err != nil {
 		return fsFail(err)
@@ -170,7 +167,9 @@ func (c *fsClient) call(ctx context.Context, method string, params map[string]an
 }
 
 func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.AlignRight)
+	// Columns as ls -l lays them out: mode and name left-aligned, the
+	// size right-aligned (padded here; the tabwriter aligns left).
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	defer tw.Flush()
 	for i, p := range paths {
 		var r protocol.FSListResult
@@ -183,16 +182,22 @@ func (c *fsClient) ls(ctx context.Context, w io.Writer, paths []string, all bool
 			}
 			fmt.Fprintf(tw, "%s:\n", termSafe(r.Path))
 		}
+		sizeWidth := 1
+		for _, e := range r.Entries {
+			if e.FSEntryStat != nil {
+				sizeWidth = max(sizeWidth, len(strconv.FormatInt(e.Size, 10)))
+			}
+		}
 		for _, e := range r.Entries {
 			if e.FSEntryStat == nil {
-				fmt.Fprintf(tw, "?\t\t\t%s (%s)\t\n", termSafe(e.Name), termSafe(e.Error))
+				fmt.Fprintf(tw, "?\t%*s\t\t%s (%s)\n", sizeWidth, "", termSafe(e.Name), termSafe(e.Error))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", os.FileMode(modeBits(e.Mode)).String(), e.Size,
+			fmt.Fprintf(tw, "%s\t%*d\t%s\t%s\n", os.FileMode(modeBits(e.Mode)).String(), sizeWidth, e.Size,
 				time.UnixMilli(e.MtimeMs).Format("2006-01-02 15:04"), termSafe(e.Name))
 		}
 		if r.Truncated {
-			fmt.Fprintf(tw, "(truncated at %d entries)\t\t\t\t\n", r.Limit)
+			fmt.Fprintf(tw, "(truncated at %d entries)\n", r.Limit)
 		}
 	}
 	return nil

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"lemon/client"
 	"lemon/client/fakecontrol"
@@ -114,9 +117,37 @@ func TestFSLsMvRm(t *testing.T) {
 	if err := c.ls(context.Background(), &out, []string{"d"}, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "a.txt") || !strings.Contains(out.String(), "sub") || !strings.Contains(out.String(), "-rw-r--r--") {
-		t.Errorf("ls output:\n%s", out.String())
+	// ls -l columns: mode and name left-aligned, size right-aligned.
+	mt := time.Date(2026, 1, 2, 3, 4, 0, 0, time.Local)
+	os.WriteFile(filepath.Join(root, "d/big.bin"), make([]byte, 12345), 0o600)
+	for _, n := range []string{"d/a.txt", "d/sub", "d/big.bin"} {
+		os.Chtimes(filepath.Join(root, n), mt, mt)
 	}
+	os.Chmod(filepath.Join(root, "d/sub"), 0o755)
+	os.Chmod(filepath.Join(root, "d/a.txt"), 0o644)
+	out.Reset()
+	if err := c.ls(context.Background(), &out, []string{"d"}, false); err != nil {
+		t.Fatal(err)
+	}
+	subSize, _ := os.Stat(filepath.Join(root, "d/sub"))
+	w := max(5, len(strconv.FormatInt(subSize.Size(), 10)))
+	when := mt.Format("2006-01-02 15:04")
+	want := map[string]string{
+		"a.txt":   fmt.Sprintf("-rw-r--r-- %*d %s a.txt", w, 3, when),
+		"big.bin": fmt.Sprintf("-rw------- %*d %s big.bin", w, 12345, when),
+		"sub":     fmt.Sprintf("drwxr-xr-x %*d %s sub", w, subSize.Size(), when),
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		name := line[strings.LastIndex(line, " ")+1:]
+		if want[name] != line {
+			t.Errorf("ls line %q, want %q", line, want[name])
+		}
+		delete(want, name)
+	}
+	if len(want) != 0 {
+		t.Errorf("ls output lacks %v:\n%s", want, out.String())
+	}
+	os.Remove(filepath.Join(root, "d/big.bin"))
 	if err := c.mv(context.Background(), "d/a.txt", "d/b.txt", false); err != nil {
 		t.Fatal(err)
 	}

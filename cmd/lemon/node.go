@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"lemon/client"
 	"lemon/host/moduleset/defaultset"
 	"lemon/hostcalls"
 	"lemon/protocol"
@@ -305,6 +306,9 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 	if err := worker.CheckControllerURL(o.controller, o.insecure); err != nil {
 		return fail(err)
 	}
+	if err := checkCAFile(o.controller, o.caFile); err != nil {
+		return fail(err) // before the modules load: the file is the operator's to fix
+	}
 	log := o.obs.logger(stderr, o.obs.logLevel)
 	pol, cwd, roots, err := nodeLayers(o, getenv, false)
 	if err != nil {
@@ -367,7 +371,8 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 		return fail(err)
 	}
 	if addr != nil {
-		fmt.Fprintf(stderr, "lemon node join: metrics on http://%s/metrics\n", addr)
+		u := fmt.Sprintf("http://%s/metrics", addr)
+		o.obs.notice(stderr, "lemon node join", "metrics on "+u, "metrics listening", "url", u)
 	}
 	log.Info("node starting", "name", id.name, "families", strings.Join(nh.Families(), ","), "capabilities", strings.Join(pol.Ceiling(), ","))
 	if err := w.Run(ctx); err != nil {
@@ -383,7 +388,38 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 			}
 			return fail(fmt.Errorf("the controller refused this node (%s)", pe.Code))
 		}
+		if errors.Is(err, client.ErrCAFile) {
+			// The CA file became unusable after the start: the controller
+			// refused nothing, so say only what is wrong with the file.
+			return fail(caFileCause(err))
+		}
 		return fail(err)
 	}
 	return 0
+}
+
+// checkCAFile loads caFile (--ca-file, else $LEMON_CA_FILE) when the
+// controller URL is wss:// and caFile is set, so that an unusable file
+// stops lemon node join at once, before the modules load; a ws:// URL
+// never reads it (docs/DEPLOY.md, "TLS"). The error wraps client.ErrCAFile.
+func checkCAFile(controllerURL, caFile string) error {
+	if caFile == "" || !strings.HasPrefix(strings.ToLower(controllerURL), "wss://") {
+		return nil
+	}
+	_, err := client.LoadCAFile(caFile)
+	return err
+}
+
+// caFileCause drops worker.ErrFatal ("controller refused this node") from
+// err, a fatal CA-file error of worker.Run: it returns the error ErrFatal
+// was joined with, or err.
+func caFileCause(err error) error {
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range u.Unwrap() {
+			if e != worker.ErrFatal && errors.Is(e, client.ErrCAFile) {
+				return e
+			}
+		}
+	}
+	return err
 }

@@ -211,6 +211,10 @@ func checkWorkerLayers(file string, o *nodeOptions, getenv func(string) string, 
 	if err == nil {
 		err = checkRateTargets(w)
 	}
+	var missing []string
+	if err == nil {
+		missing = missingDirWarnings(w)
+	}
 	if err == nil && (o.capabilities != "" || len(o.roots) > 0 || o.cwd != "" || getenv(envNodeCapabilities) != "") {
 		lo := *o
 		lo.policy = file
@@ -221,6 +225,9 @@ func checkWorkerLayers(file string, o *nodeOptions, getenv func(string) string, 
 		return 1
 	}
 	fmt.Fprint(stdout, w.String())
+	for _, warn := range missing {
+		fmt.Fprintln(stderr, "warning:", warn)
+	}
 	if m, _, err := defaultset.Load(); err == nil {
 		for _, warn := range ceilingWarnings(w, m) {
 			fmt.Fprintln(stderr, "warning:", warn)

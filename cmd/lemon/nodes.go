@@ -62,8 +62,8 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 	case len(rest) == 3 && rest[0] == "rename":
 		method, params = protocol.MethodNodeRename, protocol.NodeRenameParams{NodeID: rest[1], Name: rest[2]}
 	default:
-		fs.Usage()
-		return 2
+		return usageLine(stderr, "nodes", wordsError(rest, map[string][]string{"approve": {"CODE"}, "reject": {"CODE"},
+			"rename": {"NODE", "NAME"}}, []string{"approve CODE", "reject CODE", "rename NODE NAME"}))
 	}
 	sess, err := resolve()
 	if err != nil {

@@ -71,6 +71,20 @@ func (f *obsFlags) logger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// notice writes one lifecycle line of controller, node join or dev (the
+// state directory, the listen address, the metrics address, start and
+// stop; docs/OPERATIONS.md, "Logs"). In text mode it is text, printed as
+// is ("lemon controller: listening on ws://127.0.0.1:7777/ws"); in json
+// mode it is one JSON record at level INFO with msg and attrs (and "cmd",
+// the command), written whatever --log-level says, as the text line is.
+func (f *obsFlags) notice(w io.Writer, cmd, text, msg string, attrs ...any) {
+	if f.logFormat != "json" {
+		fmt.Fprintln(w, cmd+": "+text)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Info(msg, append([]any{"cmd", cmd}, attrs...)...)
+}
+
 // openAudit opens the audit sink, or returns nil without --audit-file.
 func (f *obsFlags) openAudit() (*audit.Sink, error) {
 	if f.auditFile == "" {

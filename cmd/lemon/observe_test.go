@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,40 @@ func TestAuditFileUnopenable(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "CANARY") {
 		t.Fatalf("the error names the path: %q", stderr.String())
+	}
+}
+
+// A lifecycle notice is its text line in text mode and one JSON record at
+// INFO in json mode, whatever the log level.
+func TestNoticeFormats(t *testing.T) {
+	var b bytes.Buffer
+	(&obsFlags{logFormat: "text", logLevel: "error"}).notice(&b, "lemon controller", "listening on ws://127.0.0.1:1/ws", "listening", "url", "ws://127.0.0.1:1/ws")
+	if b.String() != "lemon controller: listening on ws://127.0.0.1:1/ws\n" {
+		t.Fatalf("text: %q", b.String())
+	}
+	b.Reset()
+	(&obsFlags{logFormat: "json", logLevel: "error"}).notice(&b, "lemon controller", "listening on ws://127.0.0.1:1/ws", "listening", "url", "ws://127.0.0.1:1/ws")
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || rec["level"] != "INFO" || rec["msg"] != "listening" ||
+		rec["cmd"] != "lemon controller" || rec["url"] != "ws://127.0.0.1:1/ws" || strings.Count(b.String(), "\n") != 1 {
+		t.Fatalf("json: %q", b.String())
+	}
+}
+
+// lemon controller --log-format json writes its state notice as JSON
+// (its failed start stays a plain line).
+func TestControllerJSONNotices(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out bytes.Buffer
+	dir := t.TempDir()
+	code := runController([]string{"--listen", ln.Addr().String(), "--state", dir, "--log-format", "json"}, func(string) string { return "" }, &out)
+	lines := strings.SplitN(out.String(), "\n", 2)
+	var rec map[string]any
+	if code != 1 || json.Unmarshal([]byte(lines[0]), &rec) != nil || rec["msg"] != "state directory" || rec["dir"] != dir {
+		t.Fatalf("exit %d, stderr %q", code, out.String())
 	}
 }

@@ -236,7 +236,7 @@ func runRun(ctx context.Context, sess operatorSession, o *runOptions, stdin io.R
 			printErrorObject(stderr, perr)
 			return 1
 		}
-		return printReceipt(raw, o.asJSON, true, stdout, stderr)
+		return printReceipt(raw, o.asJSON, true, o.node, 0, stdout, stderr)
 	}
 
 	params := protocol.ProcessRunParams{NodeID: node, ProcessID: o.id, Cwd: o.cwd, Argv: o.argv,
@@ -250,7 +250,7 @@ func runRun(ctx context.Context, sess operatorSession, o *runOptions, stdin io.R
 	// The receipt line goes out before the request, so whatever happens
 	// next the caller can reconcile.
 	fmt.Fprintf(stderr, "lemon run: processId %s on node %s (lemon run %s --get %s shows what became of it)\n",
-		o.id, node, node, o.id)
+		o.id, node, o.node, o.id)
 	// The controller answers within the broker deadline; the margin
 	// covers the relay and the connection.
 	rctx, cancel := context.WithTimeout(ctx, protocol.ProcessRunDeadline(params.TimeoutMs)+
@@ -261,21 +261,26 @@ func runRun(ctx context.Context, sess operatorSession, o *runOptions, stdin io.R
 		printErrorObject(stderr, perr)
 		switch {
 		case ctx.Err() != nil:
-			fmt.Fprintf(stderr, "lemon run: interrupted; the node stops the run. 'lemon run %s --get %s' shows what became of it\n", node, o.id)
-		case !nothingRan(perr):
-			fmt.Fprintf(stderr, "lemon run: the run may have started: 'lemon run %s --get %s' shows what became of it (do not run it again under a new id)\n", node, o.id)
+			fmt.Fprintf(stderr, "lemon run: interrupted; the node stops the run. 'lemon run %s --get %s' shows what became of it\n", o.node, o.id)
+		case nothingRan(perr):
+			fmt.Fprintln(stderr, "lemon run: refused; nothing ran")
+		default:
+			fmt.Fprintf(stderr, "lemon run: the run may have started: 'lemon run %s --get %s' shows what became of it (do not run it again under a new id)\n", o.node, o.id)
 		}
 		return 1
 	}
-	return printReceipt(raw, o.asJSON, false, stdout, stderr)
+	return printReceipt(raw, o.asJSON, false, o.node, o.timeout, stdout, stderr)
 }
 
 // printReceipt writes a process receipt: its decoded stdout to stdout and
 // stderr to stderr (or the receipt JSON with asJSON), a line on stderr for
 // anything but a completed run (always, with summary, as --get does), and
 // returns the exit code: the remote one for a completed run (128+N for
-// signal N), else 1.
-func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.Writer) int {
+// signal N), else 1. name is the node as the operator typed it (a name or
+// a nodeId), used in the hints; timeout is the run's --timeout (0 for
+// --get): a run it sent that came back cancelled without an output
+// overflow was stopped by that timeout.
+func printReceipt(raw json.RawMessage, asJSON, summary bool, name string, timeout time.Duration, stdout, stderr io.Writer) int {
 	var r protocol.ProcessReceipt
 	if err := json.Unmarshal(raw, &r); err != nil || r.Validate() != nil {
 		fmt.Fprintln(stderr, "lemon run: malformed receipt")
@@ -304,6 +309,13 @@ func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.W
 		code &= 0xff
 	}
 	state := r.State
+	if r.State == protocol.ProcessStateCancelled && timeout > 0 && !r.OutputTruncated {
+		how := "stopped"
+		if r.ExitCode != nil && *r.ExitCode == -9 {
+			how = "killed"
+		}
+		state = fmt.Sprintf("timed out after %s and was %s", timeout, how)
+	}
 	if r.ExitCode != nil {
 		state += fmt.Sprintf(", exit code %d", *r.ExitCode)
 	}
@@ -315,7 +327,7 @@ func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.W
 		return code
 	case r.State == protocol.ProcessStateCompleted:
 	case r.State == protocol.ProcessStateRunning:
-		state += "; 'lemon run " + termSafe(r.NodeID) + " --get " + r.ProcessID + "' again later"
+		state += "; 'lemon run " + termSafe(name) + " --get " + r.ProcessID + "' again later"
 		code = 1
 	default: // cancelled, outcome_unknown
 		code = 1
@@ -332,10 +344,21 @@ func printReceipt(raw json.RawMessage, asJSON, summary bool, stdout, stderr io.W
 }
 
 // nothingRan reports whether an error says for certain that the run did
-// not start (retrySafe:true and mutationMayHaveApplied:false).
+// not start: its details say mutationMayHaveApplied:false, or it is a
+// refusal made before anything is dispatched (FORBIDDEN, UNAUTHORIZED,
+// INVALID_PARAMS, METHOD_NOT_FOUND: policy_denied, command_denied,
+// command_not_allowed, a missing scope) and its details do not say
+// mutationMayHaveApplied:true.
 func nothingRan(perr *protocol.Error) bool {
 	d := perr.Details
-	return d != nil && d.RetrySafe != nil && *d.RetrySafe && d.MutationMayHaveApplied != nil && !*d.MutationMayHaveApplied
+	if d != nil && d.MutationMayHaveApplied != nil {
+		return !*d.MutationMayHaveApplied
+	}
+	switch perr.Code {
+	case protocol.CodeForbidden, protocol.CodeUnauthorized, protocol.CodeInvalidParams, protocol.CodeMethodNotFound:
+		return true
+	}
+	return false
 }
 
 // runFrameBytes is the size of the request frame carrying params, with

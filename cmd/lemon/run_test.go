@@ -40,6 +40,16 @@ func newRunFake(t *testing.T, maxPayload int) *runFake {
 				f.mu.Lock()
 				f.runs = append(f.runs, p)
 				f.mu.Unlock()
+				switch p.Argv[0] {
+				case "denied": // a policy refusal: no outcome flags
+					return nil, protocol.DomainError(protocol.CodeForbidden, "policy_denied", "the operator policy denies this")
+				case "offline": // refused with the flags saying nothing ran
+					return nil, protocol.Errorf(protocol.CodeUnavailable, "node offline").WithRetry(true, false)
+				case "lost": // no flags: it may have started
+					return nil, protocol.Errorf(protocol.CodeUnavailable, "node connection lost")
+				case "applied": // FORBIDDEN that says it may have applied
+					return nil, protocol.DomainError(protocol.CodeForbidden, "x", "late").WithRetry(false, true)
+				}
 				in, _ := base64.StdEncoding.DecodeString(p.StdinBase64)
 				code := 0
 				if len(p.Argv) > 1 {
@@ -222,12 +232,12 @@ func TestPrintReceipt(t *testing.T) {
 		c.r.ProcessID, c.r.NodeID = "p1", "n1"
 		raw, _ := json.Marshal(c.r)
 		var out, errb bytes.Buffer
-		code := printReceipt(raw, false, c.summary, &out, &errb)
+		code := printReceipt(raw, false, c.summary, "n1", 0, &out, &errb)
 		if code != c.code || out.String() != c.out || errb.String() != c.err {
 			t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want %d, %q, %q", c.r.State, c.summary, code, out.String(), errb.String(), c.code, c.out, c.err)
 		}
 	}
-	if code := printReceipt(json.RawMessage(`{"state":"completed"}`), false, false, &bytes.Buffer{}, &bytes.Buffer{}); code != 1 {
+	if code := printReceipt(json.RawMessage(`{"state":"completed"}`), false, false, "n1", 0, &bytes.Buffer{}, &bytes.Buffer{}); code != 1 {
 		t.Errorf("malformed receipt: exit %d", code)
 	}
 }
@@ -243,5 +253,60 @@ func TestRunGet(t *testing.T) {
 	if code := runRun(context.Background(), f.session(), o, strings.NewReader("x"), false, &out, &errb); code != 1 ||
 		errb.String() != "lemon run: no run run-1 on node node-box\n" || len(f.runs) != 0 {
 		t.Fatalf("exit %d, stderr %q, %d runs", code, errb.String(), len(f.runs))
+	}
+}
+
+// A refused run says "refused; nothing ran" (finding: it used to say the
+// run may have started): a FORBIDDEN without outcome flags, or flags
+// saying mutationMayHaveApplied:false. Without flags, or with
+// mutationMayHaveApplied:true, the reconciliation hint names the node as
+// typed ("box", not its nodeId).
+func TestRunRefusedSaysNothingRan(t *testing.T) {
+	f := newRunFake(t, 0)
+	for _, c := range []struct{ argv0, last string }{
+		{"denied", "lemon run: refused; nothing ran\n"},
+		{"offline", "lemon run: refused; nothing ran\n"},
+		{"lost", "lemon run: the run may have started: 'lemon run box --get p-1' shows what became of it (do not run it again under a new id)\n"},
+		{"applied", "lemon run: the run may have started: 'lemon run box --get p-1' shows what became of it (do not run it again under a new id)\n"},
+	} {
+		o := defaultRunOptions("box", c.argv0)
+		o.id = "p-1"
+		if err := o.check(pflag.NewFlagSet("t", pflag.ContinueOnError)); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := runRun(context.Background(), f.session(), o, nil, true, &out, &errb)
+		lines := strings.SplitAfter(errb.String(), "\n")
+		if code != 1 || len(lines) != 4 || lines[2] != c.last ||
+			lines[0] != "lemon run: processId p-1 on node node-box (lemon run box --get p-1 shows what became of it)\n" {
+			t.Errorf("%s: exit %d, stderr %q", c.argv0, code, errb.String())
+		}
+	}
+}
+
+// A run lemon run sent that comes back cancelled without an output
+// overflow timed out: the line says so, with the --timeout given.
+func TestPrintReceiptTimedOut(t *testing.T) {
+	intp := func(n int) *int { return &n }
+	e := ""
+	for _, c := range []struct {
+		r    protocol.ProcessReceipt
+		want string
+	}{
+		{protocol.ProcessReceipt{State: "cancelled", ExitCode: intp(-9), StdoutBase64: &e, StderrBase64: &e},
+			"lemon run: p1 on node n1: timed out after 2s and was killed, exit code -9\n"},
+		{protocol.ProcessReceipt{State: "cancelled", ExitCode: intp(0), StdoutBase64: &e, StderrBase64: &e},
+			"lemon run: p1 on node n1: timed out after 2s and was stopped, exit code 0\n"},
+		{protocol.ProcessReceipt{State: "cancelled", ExitCode: intp(-9), StdoutBase64: &e, StderrBase64: &e, OutputTruncated: true},
+			"lemon run: p1 on node n1: cancelled, exit code -9; output truncated\n"},
+		{protocol.ProcessReceipt{State: "running", OutputTruncated: true},
+			"lemon run: p1 on node n1: running; 'lemon run box --get p1' again later; output not available\n"},
+	} {
+		c.r.ProcessID, c.r.NodeID = "p1", "n1"
+		raw, _ := json.Marshal(c.r)
+		var out, errb bytes.Buffer
+		if code := printReceipt(raw, false, false, "box", 2*time.Second, &out, &errb); code != 1 || errb.String() != c.want {
+			t.Errorf("%+v: exit %d, stderr %q, want %q", c.r, code, errb.String(), c.want)
+		}
 	}
 }

@@ -148,7 +148,9 @@ type cluster struct {
 	op         *operator
 }
 
-var listeningRE = regexp.MustCompile(`listening on (ws://\S+/ws)`)
+// listeningRE finds the controller's address in its text line ("listening
+// on ws://...") or its JSON record ("url":"ws://...", --log-format json).
+var listeningRE = regexp.MustCompile(`(?:listening on |"url":")(ws://[^\s"]+/ws)`)
 
 // startCluster writes a controller policy with one interim node token
 // (named nodeName, read from the environment variable E2E_NODE_TOKEN) and

@@ -19,7 +19,9 @@ import (
 	"lemon/audit"
 )
 
-var nodeMetricsRE = regexp.MustCompile(`metrics on (http://\S+)/metrics`)
+// nodeMetricsRE finds the node's metrics address in its text line
+// ("metrics on http://...") or its JSON record ("url":"http://...").
+var nodeMetricsRE = regexp.MustCompile(`(?:metrics on |"url":")(http://[^\s"]+)/metrics`)
 
 // TestObservabilityThroughController is issue 13's "Must show" for
 // observability (docs/OPERATIONS.md): a controller with --audit-file and
@@ -49,6 +51,16 @@ func TestObservabilityThroughController(t *testing.T) {
 	m.args = []string{"--audit-file", nodeAudit, "--metrics-listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}
 	node, nodeID := c.join(m)
 	nodeBase := node.waitFor(t, nodeMetricsRE, readyWait)[1]
+	// --log-format json: every stderr line is a JSON object, the startup
+	// notices ("listening", "state directory", "metrics listening") too.
+	for _, p := range []*proc{c.ctl, node} {
+		for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] == nil {
+				t.Errorf("%s: a stderr line is not a JSON log record: %q", p.name, line)
+			}
+		}
+	}
 	ctlBase := "http://" + strings.TrimSuffix(strings.TrimPrefix(c.url, "ws://"), "/ws")
 
 	for _, base := range []string{ctlBase, nodeBase} {
