@@ -287,22 +287,43 @@ func relay(a, b *websocket.Conn, done <-chan struct{}) {
 	errc := make(chan struct{}, 2)
 	go func() { datadial.RunBulk(func() { pipe(b, a) }); errc <- struct{}{} }()
 	go func() { datadial.RunBulk(func() { pipe(a, b) }); errc <- struct{}{} }()
+	ended := 0
 	select {
 	case <-errc:
+		ended++
 	case <-done:
 		// The request was answered, possibly before the relay drained
 		// the node's last messages: let them through, for a while.
 		t := time.NewTimer(protocol.TransferWaitMs * time.Millisecond)
 		select {
 		case <-errc:
+			ended++
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if ended == 1 {
+		// One side closed and its close was forwarded: give the other side
+		// a moment to answer it, so neither socket is closed with unread
+		// data (which resets the connection and can drop what the peer has
+		// not read yet).
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-errc:
+			ended++
 		case <-t.C:
 		}
 		t.Stop()
 	}
 	a.Close()
 	b.Close()
-	<-errc
+	for ; ended < 2; ended++ {
+		<-errc
+	}
 }
+
+// closeGrace is how long the relay waits for the second side's close.
+const closeGrace = 2 * time.Second
 
 // pipe copies messages from src to dst, each straight from src's reader
 // into dst's message writer, and forwards src's close.

@@ -139,6 +139,19 @@ func (c *Client) start(ctx context.Context, method string, params map[string]any
 	}
 }
 
+// drain reads the data connection to its end in the background, so the
+// node's close is answered at once (the node waits for that answer before
+// it replies to the request).
+func drain(ws *websocket.Conn) {
+	go func() {
+		for {
+			if _, _, err := ws.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+}
+
 // finish waits for the request's result.
 func finish(ctx context.Context, res <-chan callResult) (*protocol.FSTransferResult, error) {
 	select {
@@ -276,6 +289,7 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 			return nil, errors.New("the node sent more bytes than the file's size")
 		}
 	}
+	drain(ws)
 	out, err := finish(ctx, res)
 	if err != nil {
 		return nil, err
@@ -429,6 +443,7 @@ func (c *Client) Put(ctx context.Context, local, remote string, o Options) (*pro
 	if err := ws.WriteMessage(websocket.TextMessage, eb); err != nil {
 		return nil, c.interrupted(ctx, res, err)
 	}
+	drain(ws)
 	out, err := finish(ctx, res)
 	if err != nil {
 		var pe *protocol.Error

@@ -99,6 +99,7 @@ func (c *Client) GetTree(ctx context.Context, remote, local string, o TreeOption
 			o.FileDone()
 		}
 	}
+	drain(ws)
 	out, err := finish(ctx, res)
 	if err != nil {
 		return nil, err
@@ -301,6 +302,7 @@ func (c *Client) putStream(ctx context.Context, remote string, dirs []string, fi
 	if err := writeJSON(ws, protocol.TransferEntry{Done: true}); err != nil {
 		return c.interrupted(ctx, res, err)
 	}
+	drain(ws)
 	out, err := finish(ctx, res)
 	if err != nil {
 		var pe *protocol.Error

@@ -91,8 +91,11 @@ func transferError(err error, local string) error {
 }
 
 // getTree copies the node's directory remote to local as scp -r does:
-// into local/<base> when local is a directory, else to local itself.
-func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, local string, fl transferFlags, _ transfer.Options, prog *treeProgress) error {
+// into local/<base> when local is a directory, else to local itself. With
+// at least two subdirectories at the top and few top-level files, each
+// subdirectory is its own stream, --parallel at a time; else the tree is
+// one stream.
+func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, local string, fl transferFlags, o transfer.Options, prog *treeProgress) error {
 	var st protocol.FSStat
 	if err := c.call(ctx, "node.fs.stat", map[string]any{"path": remote}, &st); err != nil {
 		return err
@@ -106,10 +109,84 @@ func (c *fsClient) getTree(ctx context.Context, tc *transfer.Client, remote, loc
 		}
 		local = filepath.Join(local, path.Base(st.Path))
 	}
-	_, err := tc.GetTree(ctx, st.Path, local, transfer.TreeOptions{Overwrite: fl.overwrite,
-		Progress: prog.add, Start: prog.start, FileDone: prog.fileDone})
-	return err
+	topts := transfer.TreeOptions{Overwrite: fl.overwrite, Progress: prog.add, Start: prog.start, FileDone: prog.fileDone}
+	var top protocol.FSListResult
+	if err := c.call(ctx, "node.fs.list", map[string]any{"path": st.Path, "showHidden": true}, &top); err != nil {
+		return err
+	}
+	var dirs, files []protocol.FSListEntry
+	for _, e := range top.Entries {
+		switch {
+		case e.FSEntryStat == nil:
+		case e.Type == "directory":
+			dirs = append(dirs, e)
+		case e.Type == "regular":
+			files = append(files, e)
+		}
+	}
+	if top.Truncated || len(dirs) < 2 || len(files) > maxTopFiles || fl.parallel == 1 {
+		_, err := tc.GetTree(ctx, st.Path, local, topts)
+		return err
+	}
+	if err := os.MkdirAll(local, 0o700); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, fl.parallel)
+	errc := make(chan error, len(dirs)+len(files))
+	var wg sync.WaitGroup
+	run := func(fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if err := fn(); err != nil {
+				errc <- err
+				cancel()
+			}
+		}()
+	}
+	for _, e := range dirs {
+		run(func() error {
+			_, err := tc.GetTree(ctx, st.Path+"/"+e.Name, filepath.Join(local, e.Name), topts)
+			return err
+		})
+	}
+	for _, e := range files {
+		prog.start(e.Size, 1)
+		run(func() error {
+			_, err := tc.Get(ctx, st.Path+"/"+e.Name, filepath.Join(local, e.Name),
+				transfer.Options{Overwrite: fl.overwrite, Progress: prog.add})
+			prog.fileDone()
+			return err
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, d := range append(dirs, protocol.FSListEntry{Name: "", FSEntryStat: &protocol.FSEntryStat{Mode: st.Mode, MtimeMs: st.MtimeMs}}) {
+		p := filepath.Join(local, d.Name)
+		os.Chmod(p, os.FileMode(d.Mode&0o777))
+		t := time.UnixMilli(d.MtimeMs)
+		os.Chtimes(p, t, t)
+	}
+	return nil
 }
+
+// maxTopFiles is the most top-level files get -r moves one request each
+// beside parallel subdirectory streams; with more, the tree is one stream.
+const maxTopFiles = 64
 
 // putTree copies the local directory local to the node as scp -r does:
 // into remote/<base> when remote is a directory, else to remote itself.
@@ -146,6 +223,7 @@ type treeProgress struct {
 	total, moved atomic.Int64
 	files, done  atomic.Int64
 	began        time.Time
+	startOnce    sync.Once
 	stopc        chan struct{}
 	wg           sync.WaitGroup
 	once         sync.Once
@@ -162,8 +240,13 @@ func (p *treeProgress) start(total int64, files int) {
 	if p == nil {
 		return
 	}
-	p.total.Store(total)
-	p.files.Store(int64(files))
+	// Parallel streams each add their totals as they start.
+	p.total.Add(total)
+	p.files.Add(int64(files))
+	p.startOnce.Do(p.run)
+}
+
+func (p *treeProgress) run() {
 	p.began = time.Now()
 	p.wg.Add(1)
 	go func() {

@@ -183,7 +183,7 @@ func (f *FS) send(ctx context.Context, a contract.FSSendArgs, limit int64) (*pro
 	if err := unix.Fstat(fd, &after); err == nil && (after.Size != size || mtimeMs(&after) != mtimeMs(st)) {
 		return nil, protocol.FSError(protocol.DomainSizeChanged)
 	}
-	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	closeData(conn)
 	return &protocol.FSTransferResult{Path: t.path(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil)),
 		Mode: st.Mode & 0o7777, MtimeMs: mtimeMs(st), Offset: a.Offset}, nil
 }
@@ -379,9 +379,22 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 	if err := unix.Fstat(pfd, &fin); err != nil {
 		return nil, protocol.AsError(mapErrno(err)).WithRetry(false, true)
 	}
-	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	closeData(conn)
 	return &protocol.FSTransferResult{Path: t.path(), Size: fin.Size, SHA256: sum, Mode: fin.Mode & 0o7777,
 		MtimeMs: mtimeMs(&fin), Offset: start.Offset}, nil
+}
+
+// closeData sends a normal close and waits (up to a second) for the
+// peer's, so the socket is never closed with unread data: that would
+// reset the connection and could drop bytes the caller has not read yet.
+func closeData(conn *websocket.Conn) {
+	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		if _, _, err := conn.NextReader(); err != nil {
+			return
+		}
+	}
 }
 
 func pwriteAll(fd int, b []byte, off int64) error {

@@ -137,7 +137,7 @@ func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs, limit int64) (
 	if err := writeJSON(conn, protocol.TransferEntry{Done: true, Files: sentFiles}); err != nil {
 		return nil, err
 	}
-	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	closeData(conn)
 	return &protocol.FSTransferResult{Path: t.path(), Size: sent, SHA256: dg.Sum(), Mode: t.st.Mode & 0o7777,
 		MtimeMs: mtimeMs(&t.st), Files: sentFiles}, nil
 }
@@ -293,7 +293,7 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit in
 		files++
 		bytes += e.Size
 	}
-	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	closeData(conn)
 	return &protocol.FSTransferResult{Path: root.Path, Size: bytes, SHA256: dg.Sum(), Files: files}, nil
 }
 
