@@ -16,6 +16,7 @@ var controllerMethods = map[string]string{
 	protocol.MethodNodeList:         protocol.ScopeRead,
 	protocol.MethodNodeDescribe:     protocol.ScopeRead,
 	protocol.MethodNodeInvoke:       protocol.ScopeAdmin,
+	protocol.MethodNodeFanout:       protocol.ScopeRead, // plus the inner method's scope
 	protocol.MethodNodeRename:       protocol.ScopeWrite,
 	protocol.MethodModulesStatus:    protocol.ScopeRead,
 	protocol.MethodPairRequest:      protocol.ScopePairing,
@@ -115,6 +116,8 @@ func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessa
 			c.respond(id, d)
 		case protocol.MethodNodeInvoke:
 			c.genericInvoke(id, params, ec)
+		case protocol.MethodNodeFanout:
+			c.handleFanout(id, params, ec)
 		case protocol.MethodModulesStatus:
 			var p protocol.ModulesStatusParams
 			if e := protocol.DecodeParams(params, &p); e != nil {

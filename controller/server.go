@@ -107,6 +107,12 @@ type Config struct {
 	ApprovalTimeout                 time.Duration
 	MaxPendingApprovals             int
 	MaxPendingApprovalsPerPrincipal int
+	// MaxFanoutNodes bounds the nodes one node.fanout reaches (default
+	// protocol.DefaultMaxFanoutNodes, 10,000); MaxFanoutsPerConn the
+	// fan-outs one operator connection runs at once (default 4). See
+	// docs/PROTOCOL.md, "Fan-out".
+	MaxFanoutNodes    int
+	MaxFanoutsPerConn int
 }
 
 // Defaults.
@@ -229,6 +235,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
 	}
 	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
+	if cfg.MaxFanoutNodes <= 0 {
+		cfg.MaxFanoutNodes = protocol.DefaultMaxFanoutNodes
+	}
+	if cfg.MaxFanoutsPerConn <= 0 {
+		cfg.MaxFanoutsPerConn = protocol.DefaultMaxFanoutsPerConn
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

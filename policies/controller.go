@@ -450,7 +450,7 @@ func quoteList(xs []string) string {
 // controller never holds them for approval (docs/POLICY.md, "Controller
 // methods"), so an approval selector that can name only them is an error.
 var controllerOnly = []string{protocol.MethodNodeRename, protocol.MethodNodeList, protocol.MethodNodeDescribe,
-	protocol.MethodNodeInvoke, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
+	protocol.MethodNodeInvoke, protocol.MethodNodeFanout, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
 	"node.pair.*", "approval.*", "connect.*"}
 
 func checkApprovalSelectors(op authority.OperatorPolicy) error {
