@@ -109,3 +109,45 @@ func TestCallAllAndNodesFanout(t *testing.T) {
 		t.Fatalf("refused: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// lemon nodes pages through node.list: more nodes than one page, all
+// listed once, sorted by name.
+func TestNodesPagesThroughList(t *testing.T) {
+	const tok = "nodes-paging-admin-token-0123456789"
+	cfg := controller.Config{Operators: []controller.OperatorCredential{{Name: "admin",
+		TokenHash: controller.HashToken(tok), Scopes: []string{protocol.ScopeAdmin}}}}
+	const n = protocol.MaxNodeListLimit + 5
+	for i := n - 1; i >= 0; i-- {
+		cfg.NodeTokens = append(cfg.NodeTokens, controller.NodeCredential{Name: fmt.Sprintf("page-%04d", i),
+			TokenHash: controller.HashToken(fmt.Sprintf("page-token-%04d-0123456789", i))})
+	}
+	srv, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { srv.Serve(sctx, ln); close(served) }()
+	defer func() { stop(); <-served; srv.Close() }()
+	e := env(map[string]string{envOperatorToken: tok, envController: "ws://" + ln.Addr().String() + "/ws"})
+	var out, errb strings.Builder
+	if code := runNodes(context.Background(), []string{"--json"}, e, &out, &errb); code != 0 {
+		t.Fatalf("lemon nodes --json: %d %s", code, errb.String())
+	}
+	var got struct{ Nodes []protocol.NodeSummary }
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Nodes) != n {
+		t.Fatalf("%d nodes, want %d", len(got.Nodes), n)
+	}
+	for i, nd := range got.Nodes {
+		if want := fmt.Sprintf("page-%04d", i); nd.Name != want {
+			t.Fatalf("node %d is %s, want %s", i, nd.Name, want)
+		}
+	}
+}
