@@ -215,6 +215,7 @@ func (c *conn) fanoutOne(reqID, fanoutID string, i int, t fanoutTarget, spec rou
 	}))
 	defer c.subs.Delete(sub)
 	tr := c.beginRequest(sub, spec.Name)
+	c.noteCall(sub, t.id, "") // the record names the node even when refused before dispatch
 	c.routeNodeMethod(sub, spec, withNodeID(args, t.id), ec)
 	tr.mu.Lock()
 	dispatched := tr.invokeID != ""
