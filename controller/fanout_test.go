@@ -2,9 +2,15 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"lemon/audit"
 	"lemon/protocol"
@@ -80,5 +86,51 @@ func TestFanoutAuditsEachNodeCall(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), canary) || strings.Contains(aud.String(), canary) {
 		t.Fatal("params content reached a log line or audit record")
+	}
+}
+
+// A caller that does not read its fan-out's events is closed as a slow
+// consumer, and the fan-out stops calling nodes.
+func TestFanoutSlowConsumerStopsDispatch(t *testing.T) {
+	const nodes = 12
+	cfg := testConfig()
+	cfg.MaxBufferedBytes = protocol.DefaultMaxPayload
+	cfg.SlowConsumerTimeout = 200 * time.Millisecond
+	for i := range nodes {
+		cfg.NodeTokens = append(cfg.NodeTokens, NodeCredential{Name: fmt.Sprintf("big-%02d", i), TokenHash: HashToken(fmt.Sprintf("big-token-%02d-0123456789", i))})
+	}
+	s := startSmallBufServer(t, cfg)
+	var calls atomic.Int32
+	half := json.RawMessage(`{"v":"` + strings.Repeat("x", protocol.DefaultMaxPayload/2) + `"}`)
+	ids := make([]string, nodes)
+	for i := range nodes {
+		ids[i] = nodeIDOf(fmt.Sprintf("big-%02d", i))
+		connectNode(t, s.url, fmt.Sprintf("big-token-%02d-0123456789", i), protocol.NodeAdvertise{Name: fmt.Sprintf("big-%02d", i)},
+			func(req protocol.InvokeRequest) (any, *protocol.Error, bool) {
+				calls.Add(1)
+				return half, nil, true
+			})
+	}
+	ws := rawOperator(t, s.url)
+	req, _ := json.Marshal(protocol.Request{Type: protocol.FrameReq, ID: "f1", Method: protocol.MethodNodeFanout,
+		Params: mustJSON(t, protocol.FanoutParams{Method: "node.host.info", NodeIDs: ids, Concurrency: 1})})
+	if err := ws.WriteMessage(websocket.TextMessage, req); err != nil {
+		t.Fatal(err)
+	}
+	// Read nothing until the controller gives up on this socket.
+	waitQueueFull(t, s, ws)
+	time.Sleep(cfg.SlowConsumerTimeout)
+	var closeErr *websocket.CloseError
+	for {
+		_, _, err := ws.ReadMessage()
+		if err != nil {
+			if !errors.As(err, &closeErr) || closeErr.Code != websocket.ClosePolicyViolation || closeErr.Text != slowConsumerReason {
+				t.Fatalf("socket ended with %v, want 1008 %q", err, slowConsumerReason)
+			}
+			break
+		}
+	}
+	if n := calls.Load(); n >= nodes {
+		t.Fatalf("%d of %d nodes called after the caller was cut", n, nodes)
 	}
 }
