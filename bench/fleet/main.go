@@ -144,6 +144,8 @@ func run(n int, lemon string, sources int, idle time.Duration, addr, policy stri
 	fmt.Printf("restart: stopped in %.1f s, serving again %.1f s after start; all %d back online %.1f s after the restart began (%.1f s after the new controller started)\n",
 		down.Seconds(), up.Seconds(), n, time.Since(t0).Seconds(), time.Since(t1).Seconds())
 	printRSS("restarted controller", ctl.Process.Pid)
+	fmt.Printf("simulator (this process, %d nodes): ", n)
+	printRSS("", os.Getpid())
 	return nil
 }
 
@@ -232,6 +234,10 @@ func printRSS(when string, pid int) {
 		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
 			rss = strings.TrimSpace(v)
 		}
+	}
+	if when == "" {
+		fmt.Printf("VmHWM %s, VmRSS %s\n", hwm, rss)
+		return
 	}
 	fmt.Printf("controller RSS %s: VmHWM %s, VmRSS %s\n", when, hwm, rss)
 }
