@@ -83,6 +83,12 @@ type Config struct {
 	// MaxUnauthenticated).
 	MaxUnauthenticated           int
 	MaxUnauthenticatedPerAddress int
+	// AdmissionWait: a socket past either cap waits up to this long for a
+	// slot before it is closed (default 0: closed at once), so a
+	// reconnect herd queues instead of backing off (docs/SCALE.md). At
+	// most 16 × MaxUnauthenticated sockets wait, each holding a
+	// descriptor; past that they are closed at once.
+	AdmissionWait time.Duration
 	// AuthFailureBurst and AuthFailuresPerMinute throttle failed connects
 	// per source address: after AuthFailureBurst failures (default 10) an
 	// address regains AuthFailuresPerMinute attempts a minute (default 30);
@@ -333,7 +339,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.auth.hasOperators() && !IsLoopback(ln.Addr()) {
 		return ErrInsecureListen
 	}
-	ln = &guardedListener{Listener: ln, g: s.guard}
+	ln = newGuardedListener(ln, s.guard, s.cfg.AdmissionWait)
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
