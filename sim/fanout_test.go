@@ -21,7 +21,7 @@ const mTouch = "node.fs.zzsim.touch"
 
 func init() {
 	protocol.RegisterMethod(protocol.MethodSpec{Name: mTouch, Version: 1,
-		Deadline: func(json.RawMessage) time.Duration { return 300 * time.Millisecond }})
+		Deadline: func(json.RawMessage) time.Duration { return time.Second }})
 }
 
 type fanoutRun struct {
@@ -73,7 +73,7 @@ func TestFanoutOverSimulatedFleet(t *testing.T) {
 		t.Fatalf("online %d of %d", f.Online(), n)
 	}
 	nodes := f.Nodes()
-	nodes[1].SetSlow(100 * time.Millisecond) // within the 300 ms deadline
+	nodes[1].SetSlow(100 * time.Millisecond) // well within the 1 s deadline
 	nodes[3].Vanish()                        // gone
 	for nodes[3].Online() {
 		time.Sleep(5 * time.Millisecond)

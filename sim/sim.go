@@ -46,9 +46,14 @@ type Credential struct {
 // DefaultMethods is what a simulated node advertises by default.
 var DefaultMethods = map[string]int{"node.host.info": 1}
 
-// Options configure Pair and Start. URL is required (ws://host:port/ws).
+// Options configure Pair and Start. URL (ws://host:port/ws) or URLs is
+// required.
 type Options struct {
 	URL string
+	// URLs, when set, are several controllers' URLs: node i first dials
+	// URLs[i % len], and moves to the next URL after each failed attempt
+	// or lost connection (failover). Pair uses URLs[0] when URL is empty.
+	URLs []string
 	// AdminToken is an operator token holding operator.admin (Pair only).
 	AdminToken string
 	// SourceAddrs are local IPs the nodes' sockets are bound to, node i
@@ -70,6 +75,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
+	if o.URL == "" && len(o.URLs) > 0 {
+		o.URL = o.URLs[0]
+	}
 	if o.Methods == nil {
 		o.Methods = DefaultMethods
 	}
@@ -207,6 +215,9 @@ type Node struct {
 	mu   sync.Mutex // guards ws writes and ws
 	ws   *websocket.Conn
 	wake chan struct{} // cap 1: reconnect now (flap, revive)
+	url  int           // index into Options.URLs of the next dial
+	// connectedURL is the URL of the live (or last) connection.
+	connectedURL atomic.Pointer[string]
 }
 
 // Start runs one node per credential and returns at once; nodes connect
@@ -218,6 +229,9 @@ func Start(ctx context.Context, o Options, creds []Credential) *Fleet {
 	gate := make(chan struct{}, o.Parallel)
 	for i, c := range creds {
 		n := &Node{f: f, i: i, cred: c, wake: make(chan struct{}, 1)}
+		if len(o.URLs) > 0 {
+			n.url = i % len(o.URLs)
+		}
 		f.nodes[i] = n
 		f.wg.Add(1)
 		go func() {
@@ -287,6 +301,15 @@ func (f *Fleet) pinger() {
 
 // Credential returns the node's credential.
 func (n *Node) Credential() Credential { return n.cred }
+
+// URL is the controller URL the node dialed last (that of its live
+// connection while Online), or "".
+func (n *Node) URL() string {
+	if p := n.connectedURL.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Online reports whether the node is connected now.
 func (n *Node) Online() bool { return n.online.Load() }
@@ -419,7 +442,15 @@ type frame struct {
 func (n *Node) connect() (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(n.f.ctx, 15*time.Second)
 	defer cancel()
-	ws, resp, err := n.f.o.dialer(n.i).DialContext(ctx, n.f.o.URL, nil)
+	url := n.f.o.URL
+	if len(n.f.o.URLs) > 0 {
+		// Each attempt moves on to the next URL, so a lost controller's
+		// nodes fail over to the others.
+		url = n.f.o.URLs[n.url%len(n.f.o.URLs)]
+		n.url++
+	}
+	n.connectedURL.Store(&url)
+	ws, resp, err := n.f.o.dialer(n.i).DialContext(ctx, url, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}

@@ -93,3 +93,32 @@ func TestSimFleetPairsConnectsAndAnswers(t *testing.T) {
 		t.Fatalf("after revive: online %d", f.Online())
 	}
 }
+
+// With several URLs a node moves to the next after a failed attempt: a
+// fleet given a dead controller first ends up on the live one.
+func TestSimFailsOverToTheNextURL(t *testing.T) {
+	url := startController(t, controller.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "ws://" + dead.Addr().String() + "/ws"
+	dead.Close() // nothing listens there any more
+	o := sim.Options{URLs: []string{url, deadURL}, AdminToken: adminToken, BackoffInitial: 20 * time.Millisecond}
+	creds, err := sim.Pair(ctx, o, []string{"fo-0", "fo-1", "fo-2", "fo-3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := sim.Start(ctx, o, creds)
+	defer f.Close()
+	if !f.Wait(ctx, len(creds)) {
+		t.Fatalf("online %d of %d", f.Online(), len(creds))
+	}
+	for _, n := range f.Nodes() {
+		if n.URL() != url {
+			t.Fatalf("node %s on %q", n.Credential().Name, n.URL())
+		}
+	}
+}
