@@ -240,6 +240,11 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 // node did the work, so a pure read may be retried and a mutation may
 // have applied.
 func (c *conn) respondNodeResult(id string, pure bool, payload json.RawMessage) {
+	if sink := c.subSink(id); sink != nil { // a fan-out's node call (fanout.go)
+		c.noteAnswer(id, nil)
+		sink(payload, nil)
+		return
+	}
 	b, err := protocol.AppendOKResponse(nil, id, payload)
 	if err == nil && len(b) <= c.s.cfg.MaxPayload {
 		c.noteAnswer(id, nil)

@@ -83,6 +83,12 @@ type Config struct {
 	// MaxUnauthenticated).
 	MaxUnauthenticated           int
 	MaxUnauthenticatedPerAddress int
+	// AdmissionWait: a socket past either cap waits up to this long for a
+	// slot before it is closed (default 0: closed at once), so a
+	// reconnect herd queues instead of backing off (docs/SCALE.md). At
+	// most 16 × MaxUnauthenticated sockets wait, each holding a
+	// descriptor; past that they are closed at once.
+	AdmissionWait time.Duration
 	// AuthFailureBurst and AuthFailuresPerMinute throttle failed connects
 	// per source address: after AuthFailureBurst failures (default 10) an
 	// address regains AuthFailuresPerMinute attempts a minute (default 30);
@@ -107,6 +113,12 @@ type Config struct {
 	ApprovalTimeout                 time.Duration
 	MaxPendingApprovals             int
 	MaxPendingApprovalsPerPrincipal int
+	// MaxFanoutNodes bounds the nodes one node.fanout reaches (default
+	// protocol.DefaultMaxFanoutNodes, 10,000); MaxFanoutsPerConn the
+	// fan-outs one operator connection runs at once (default 4). See
+	// docs/PROTOCOL.md, "Fan-out".
+	MaxFanoutNodes    int
+	MaxFanoutsPerConn int
 }
 
 // Defaults.
@@ -233,6 +245,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
 	}
 	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
+	if cfg.MaxFanoutNodes <= 0 {
+		cfg.MaxFanoutNodes = protocol.DefaultMaxFanoutNodes
+	}
+	if cfg.MaxFanoutsPerConn <= 0 {
+		cfg.MaxFanoutsPerConn = protocol.DefaultMaxFanoutsPerConn
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -333,7 +351,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.auth.hasOperators() && !IsLoopback(ln.Addr()) {
 		return ErrInsecureListen
 	}
-	ln = &guardedListener{Listener: ln, g: s.guard}
+	ln = newGuardedListener(ln, s.guard, s.cfg.AdmissionWait)
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
