@@ -377,9 +377,12 @@ func vmHWM(t *testing.T, pid int) int64 {
 // and node in one process, wasm modules loaded) and the lemon fs process.
 // lemon dev's peak is mostly its start (compiling the module set); 1 GiB
 // transfers may raise it by at most maxDevGrowth over 64 MiB transfers.
+// Garbage collection timing and a further module instance for concurrent
+// calls move the peak by up to about 40 MiB from run to run; memory that
+// grew with the file would be about 960 MiB more.
 const (
 	maxDevRSS    = 512 << 20
-	maxDevGrowth = 32 << 20
+	maxDevGrowth = 64 << 20
 	maxCLIRSS    = 64 << 20
 )
 
