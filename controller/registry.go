@@ -63,6 +63,9 @@ type nodeEntry struct {
 	// refused, or its capability is outside the ceiling the node
 	// advertised. A call to one is answered without a round trip.
 	unserved map[string]unservedMethod
+	// remoteOnline: another controller of the cluster holds the node's
+	// socket (federation.go).
+	remoteOnline bool
 }
 
 // unservedMethod says why a node does not serve a pinned method: family
@@ -436,7 +439,7 @@ func (e *nodeEntry) summary() protocol.NodeSummary {
 	return protocol.NodeSummary{
 		NodeID:        e.rec.ID,
 		Name:          e.rec.Name,
-		Online:        e.live != nil,
+		Online:        e.live != nil || e.remoteOnline,
 		Identity:      e.rec.Identity,
 		ConnectedAtMs: e.connectedAtMs,
 		LastSeenAtMs:  e.rec.LastSeenAtMs,
@@ -520,6 +523,16 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	// node that stops reading then delays only calls routed to it, never
 	// node.list, node.describe or other nodes' connects. Lock order:
 	// c.eventMu, then r.mu (nothing sends under r.mu).
+	if f := c.s.fed; f != nil {
+		// Clustered: take the node's holder key first, so no other
+		// controller still serves it once it goes live here.
+		if e := f.claim(c, nodeID, a.generation, a.session != ""); e != nil {
+			c.node = nil
+			c.respondErr(id, e)
+			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
+			return false
+		}
+	}
 	c.eventMu.Lock()
 	old, e := c.s.reg.attach(a, c, adv, p.Client, func() {
 		c.connected = true
@@ -529,6 +542,9 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 		c.eventMu.Unlock()
 		c.connected = false
 		c.node = nil
+		if f := c.s.fed; f != nil {
+			f.release(nodeID, c)
+		}
 		c.respondErr(id, e)
 		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 		return false

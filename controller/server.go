@@ -107,6 +107,11 @@ type Config struct {
 	ApprovalTimeout                 time.Duration
 	MaxPendingApprovals             int
 	MaxPendingApprovalsPerPrincipal int
+	// Cluster, when set, makes the controller one of a cluster federated
+	// on NATS: its registry, pairings and sessions live in JetStream KV
+	// (StateDir is then not used for them) and calls reach nodes held by
+	// other controllers (docs/CLUSTER.md).
+	Cluster *ClusterConfig
 }
 
 // Defaults.
@@ -144,11 +149,13 @@ type Server struct {
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
 	store      *store
-	metrics    *metrics
-	audit      *audit.Sink
-	approvals  *approvalBook
-	guard      *connGuard
-	throttle   *authThrottle
+	// fed is the cluster side (federation.go), nil when standalone.
+	fed       *federation
+	metrics   *metrics
+	audit     *audit.Sink
+	approvals *approvalBook
+	guard     *connGuard
+	throttle  *authThrottle
 	// refusedLog rate-limits the log line for sockets refused by the caps.
 	refusedLog *rate.Limiter
 
@@ -276,8 +283,19 @@ func New(cfg Config) (*Server, error) {
 		WriteBufferPool: &sync.Pool{},
 		// Default CheckOrigin: a browser page from another origin cannot open a socket.
 	}
-	st, err := openStore(cfg.StateDir)
-	if err != nil {
+	var st *store
+	var kvb *kvBackend
+	if cc := cfg.Cluster; cc != nil {
+		// Clustered: the registry lives in JetStream KV (docs/CLUSTER.md).
+		if cc.Conn == nil || cc.Name == "" {
+			return nil, errors.New("controller: a cluster needs a NATS connection and a controller name")
+		}
+		kvb, err = openKV(cc.Conn, cc.Name, min(max(cc.Replicas, 1), 5))
+		if err != nil {
+			return nil, err
+		}
+		st = &store{be: kvb}
+	} else if st, err = openStore(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	s.store = st
@@ -285,6 +303,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		st.close()
 		return nil, err
+	}
+	if kvb != nil {
+		s.fed = newFederation(s, cfg.Cluster, kvb)
+		if err := s.fed.start(); err != nil {
+			s.fed.stop()
+			return nil, fmt.Errorf("controller: cannot watch the cluster state: %w", err)
+		}
 	}
 	for _, n := range cfg.NodeTokens {
 		if err := s.reg.ensureTokenNode(n.Name); err != nil {
@@ -383,6 +408,9 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	s.reg.flush()
+	if s.fed != nil {
+		s.fed.stop()
+	}
 	return s.store.close()
 }
 
