@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 
 	"lemon/protocol"
 )
@@ -12,7 +11,7 @@ import (
 const DomainNodeNameAmbiguous = "node_name_ambiguous"
 
 // ResolveNode turns s, a nodeId or a node name, into a nodeId with one
-// node.list request (README.md, "CLI"): a node whose nodeId is s wins;
+// node.list walk (ListNodes; README.md, "CLI"): a node whose nodeId is s wins;
 // else the one node named s; else s unchanged, so the method called with
 // it answers NOT_FOUND as for any unknown nodeId. Two or more nodes named
 // s give INVALID_PARAMS on nodeId with details.code node_name_ambiguous
@@ -21,19 +20,15 @@ const DomainNodeNameAmbiguous = "node_name_ambiguous"
 // is returned unchanged: it can still be a nodeId. A cancelled ctx is
 // returned as the call's error.
 func (c *Conn) ResolveNode(ctx context.Context, s string) (string, *protocol.Error) {
-	payload, perr := c.Call(ctx, protocol.MethodNodeList, protocol.NodeListParams{})
+	nodes, perr := c.ListNodes(ctx, protocol.NodeListParams{})
 	if perr != nil {
 		if ctx.Err() != nil {
 			return s, perr
 		}
 		return s, nil
 	}
-	var res protocol.NodeListResult
-	if json.Unmarshal(payload, &res) != nil {
-		return s, nil
-	}
 	var byName []string
-	for _, n := range res.Nodes {
+	for _, n := range nodes {
 		if n.NodeID == s {
 			return s, nil
 		}

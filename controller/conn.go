@@ -174,6 +174,12 @@ type conn struct {
 	peerMax    int    // node's advertised maxPayload (≤ controller's)
 	session    string // hex sha256 of a paired node's session token; "" for an interim token
 
+	// Fan-out (fanout.go): the sinks of sub-requests by id, and the
+	// fan-outs running on this operator connection.
+	subs    sync.Map // string → subSinkFunc
+	fmu     sync.Mutex
+	fanouts int
+
 	pmu     sync.Mutex
 	pending map[string]*call // node connections: invocations in flight
 	gone    bool             // node connection torn down; no new pending
@@ -369,6 +375,10 @@ func (c *conn) respondRaw(id string, payload json.RawMessage) bool {
 
 func (c *conn) respondErr(id string, e *protocol.Error) bool {
 	c.noteAnswer(id, e)
+	if sink := c.subSink(id); sink != nil { // a fan-out's node call
+		sink(nil, e)
+		return true
+	}
 	return c.sendJSON(protocol.ErrResponse(id, e))
 }
 
@@ -675,7 +685,7 @@ func (s *Server) hello(c *conn, nodeID *string) any {
 		return nh
 	}
 	h.Features = protocol.HelloFeatures{Methods: s.operatorMethods(), Events: []string{protocol.EventPairResolved,
-		protocol.EventApprovalRequested, protocol.EventApprovalResolved}}
+		protocol.EventApprovalRequested, protocol.EventApprovalResolved, protocol.EventFanoutResult}}
 	return h
 }
 

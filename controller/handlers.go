@@ -16,6 +16,7 @@ var controllerMethods = map[string]string{
 	protocol.MethodNodeList:         protocol.ScopeRead,
 	protocol.MethodNodeDescribe:     protocol.ScopeRead,
 	protocol.MethodNodeInvoke:       protocol.ScopeAdmin,
+	protocol.MethodNodeFanout:       protocol.ScopeRead, // plus the inner method's scope
 	protocol.MethodNodeRename:       protocol.ScopeWrite,
 	protocol.MethodModulesStatus:    protocol.ScopeRead,
 	protocol.MethodPairRequest:      protocol.ScopePairing,
@@ -91,12 +92,12 @@ func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessa
 			res, e := c.s.approvals.decide(c, p)
 			c.reply(id, res, e)
 		case protocol.MethodNodeList:
-			var p protocol.NodeListParams
-			if e := protocol.DecodeParams(params, &p); e != nil {
+			p, e := protocol.ValidateNodeList(params)
+			if e != nil {
 				c.respondErr(id, e)
 				return
 			}
-			c.respond(id, c.s.reg.list())
+			c.respond(id, c.s.reg.nodeList(p, c.replyBudget()-nodeListOverhead))
 		case protocol.MethodNodeDescribe:
 			var p protocol.NodeDescribeParams
 			if e := protocol.DecodeParams(params, &p); e != nil {
@@ -115,17 +116,15 @@ func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessa
 			c.respond(id, d)
 		case protocol.MethodNodeInvoke:
 			c.genericInvoke(id, params, ec)
+		case protocol.MethodNodeFanout:
+			c.handleFanout(id, params, ec)
 		case protocol.MethodModulesStatus:
 			var p protocol.ModulesStatusParams
 			if e := protocol.DecodeParams(params, &p); e != nil {
 				c.respondErr(id, e)
 				return
 			}
-			limit := c.s.cfg.MaxPayload
-			if c.peerMax > 0 {
-				limit = min(limit, c.peerMax)
-			}
-			c.respond(id, c.s.reg.modulesStatus(limit-statusOverhead))
+			c.respond(id, c.s.reg.modulesStatus(c.replyBudget()-statusOverhead))
 		default:
 			c.handlePairing(id, method, params)
 		}
@@ -144,6 +143,16 @@ func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessa
 		return
 	}
 	c.routeNodeMethod(id, spec, params, ec)
+}
+
+// replyBudget is the largest frame this connection's peer accepts: the
+// controller's maxPayload, or the peer's when smaller.
+func (c *conn) replyBudget() int {
+	limit := c.s.cfg.MaxPayload
+	if c.peerMax > 0 {
+		limit = min(limit, c.peerMax)
+	}
+	return limit
 }
 
 // routes is the current route table: the pinned set's declarations, or

@@ -64,24 +64,35 @@ type connGuard struct {
 	mu       sync.Mutex
 	total    int
 	byAddr   map[string]int
+	freed    chan struct{} // closed (and replaced) when a slot is released
+	waiting  int           // sockets waiting for a slot (admission.go)
 	refused  atomic.Uint64
 	onRefuse func() // called outside the lock (logging)
 }
 
 func newConnGuard(max, perAddr int, onRefuse func()) *connGuard {
-	return &connGuard{max: max, perAddr: perAddr, byAddr: map[string]int{}, onRefuse: onRefuse}
+	return &connGuard{max: max, perAddr: perAddr, byAddr: map[string]int{}, onRefuse: onRefuse,
+		freed: make(chan struct{})}
 }
 
 // admit takes a slot for key; false when a cap is reached.
 func (g *connGuard) admit(key string) bool {
+	ok, _ := g.tryAdmit(key, false)
+	return ok
+}
+
+// tryAdmit takes a slot for key. When it cannot (a cap is reached, or
+// sockets already wait and queued is false: a new socket does not pass
+// them), it returns the channel closed at the next release.
+func (g *connGuard) tryAdmit(key string, queued bool) (bool, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.total >= g.max || g.byAddr[key] >= g.perAddr {
-		return false
+	if g.total >= g.max || g.byAddr[key] >= g.perAddr || (!queued && g.waiting > 0) {
+		return false, g.freed
 	}
 	g.total++
 	g.byAddr[key]++
-	return true
+	return true, nil
 }
 
 func (g *connGuard) release(key string) {
@@ -91,6 +102,8 @@ func (g *connGuard) release(key string) {
 	if g.byAddr[key]--; g.byAddr[key] <= 0 {
 		delete(g.byAddr, key)
 	}
+	close(g.freed)
+	g.freed = make(chan struct{})
 }
 
 // unauthenticated reports the sockets counted now (all, and from key).
@@ -100,29 +113,13 @@ func (g *connGuard) unauthenticated(key string) (total, fromKey int) {
 	return g.total, g.byAddr[key]
 }
 
-type guardedListener struct {
-	net.Listener
-	g *connGuard
-}
-
-// Accept returns the next socket within the caps; sockets past them are
-// closed without an answer (an HTTP answer would need the descriptor and
-// time the cap is there to save).
-func (l *guardedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		key := addrKey(c.RemoteAddr())
-		if l.g.admit(key) {
-			return &guardedConn{Conn: c, g: l.g, key: key}, nil
-		}
-		c.Close()
-		l.g.refused.Add(1)
-		if l.g.onRefuse != nil {
-			l.g.onRefuse()
-		}
+// refuse closes a socket past the caps without an answer (an HTTP answer
+// would need the descriptor and time the cap is there to save).
+func (g *connGuard) refuse(c net.Conn) {
+	g.refused.Add(1) // counted before the peer can see the close
+	c.Close()
+	if g.onRefuse != nil {
+		g.onRefuse()
 	}
 }
 

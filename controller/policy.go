@@ -29,6 +29,7 @@ func FromPolicy(p *policies.Controller, getenv func(string) string) (Config, err
 		MaxUnauthenticatedPerAddress: p.Limits.MaxUnauthenticatedPerAddress,
 		HandshakeTimeout:             time.Duration(p.Limits.HandshakeTimeoutMs) * time.Millisecond,
 		HTTPIdleTimeout:              time.Duration(p.Limits.HTTPIdleTimeoutMs) * time.Millisecond,
+		AdmissionWait:                time.Duration(p.Limits.AdmissionWaitMs) * time.Millisecond,
 		AuthFailureBurst:             p.Limits.AuthFailureBurst,
 		AuthFailuresPerMinute:        p.Limits.AuthFailuresPerMinute,
 

@@ -435,11 +435,15 @@ func (r *registry) stillServes(nodeID string, c *conn, gen uint64) bool {
 	return ok && e.live == c && e.liveGen == gen && e.rec.Generation == gen && !c.isGone()
 }
 
+// online reports whether the node has a live socket here or, clustered,
+// on another controller.
+func (e *nodeEntry) online() bool { return e.live != nil || e.remoteOnline }
+
 func (e *nodeEntry) summary() protocol.NodeSummary {
 	return protocol.NodeSummary{
 		NodeID:        e.rec.ID,
 		Name:          e.rec.Name,
-		Online:        e.live != nil || e.remoteOnline,
+		Online:        e.online(),
 		Identity:      e.rec.Identity,
 		ConnectedAtMs: e.connectedAtMs,
 		LastSeenAtMs:  e.rec.LastSeenAtMs,

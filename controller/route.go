@@ -260,6 +260,11 @@ func (s *Server) deliver(ctx context.Context, node *conn, gen uint64, spec route
 // node did the work, so a pure read may be retried and a mutation may
 // have applied.
 func (c *conn) respondNodeResult(id string, pure bool, payload json.RawMessage) {
+	if sink := c.subSink(id); sink != nil { // a fan-out's node call (fanout.go)
+		c.noteAnswer(id, nil)
+		sink(payload, nil)
+		return
+	}
 	b, err := protocol.AppendOKResponse(nil, id, payload)
 	if err == nil && len(b) <= c.s.cfg.MaxPayload {
 		c.noteAnswer(id, nil)

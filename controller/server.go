@@ -83,6 +83,12 @@ type Config struct {
 	// MaxUnauthenticated).
 	MaxUnauthenticated           int
 	MaxUnauthenticatedPerAddress int
+	// AdmissionWait: a socket past either cap waits up to this long for a
+	// slot before it is closed (default 0: closed at once), so a
+	// reconnect herd queues instead of backing off (docs/SCALE.md). At
+	// most 16 × MaxUnauthenticated sockets wait, each holding a
+	// descriptor; past that they are closed at once.
+	AdmissionWait time.Duration
 	// AuthFailureBurst and AuthFailuresPerMinute throttle failed connects
 	// per source address: after AuthFailureBurst failures (default 10) an
 	// address regains AuthFailuresPerMinute attempts a minute (default 30);
@@ -112,6 +118,12 @@ type Config struct {
 	// (StateDir is then not used for them) and calls reach nodes held by
 	// other controllers (docs/CLUSTER.md).
 	Cluster *ClusterConfig
+	// MaxFanoutNodes bounds the nodes one node.fanout reaches (default
+	// protocol.DefaultMaxFanoutNodes, 10,000); MaxFanoutsPerConn the
+	// fan-outs one operator connection runs at once (default 4). See
+	// docs/PROTOCOL.md, "Fan-out".
+	MaxFanoutNodes    int
+	MaxFanoutsPerConn int
 }
 
 // Defaults.
@@ -236,6 +248,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPendingApprovalsPerPrincipal = DefaultMaxPendingApprovalsPerPrincipal
 	}
 	cfg.MaxPendingApprovalsPerPrincipal = min(cfg.MaxPendingApprovalsPerPrincipal, cfg.MaxPendingApprovals)
+	if cfg.MaxFanoutNodes <= 0 {
+		cfg.MaxFanoutNodes = protocol.DefaultMaxFanoutNodes
+	}
+	if cfg.MaxFanoutsPerConn <= 0 {
+		cfg.MaxFanoutsPerConn = protocol.DefaultMaxFanoutsPerConn
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -346,7 +364,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.auth.hasOperators() && !IsLoopback(ln.Addr()) {
 		return ErrInsecureListen
 	}
-	ln = &guardedListener{Listener: ln, g: s.guard}
+	ln = newGuardedListener(ln, s.guard, s.cfg.AdmissionWait)
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}

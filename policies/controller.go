@@ -48,6 +48,7 @@ import (
 //	max_unauthenticated_per_address = 32   # ... from one IPv4 address or IPv6 /64
 //	handshake_timeout_ms = 10000  # upgrade to connect; one plain HTTP request
 //	http_idle_timeout_ms = 30000  # idle keep-alive HTTP socket
+//	admission_wait_ms = 0         # a socket past a cap waits for a slot (0: closed at once)
 //	auth_failure_burst = 10       # failed connects per address before throttling
 //	auth_failures_per_minute = 30 # then regained per minute
 //	approval_timeout_ms = 300000  # a held request waits at most this long
@@ -141,6 +142,11 @@ type ControllerLimits struct {
 	HTTPIdleTimeoutMs            int     `toml:"http_idle_timeout_ms"`
 	AuthFailureBurst             int     `toml:"auth_failure_burst"`
 	AuthFailuresPerMinute        float64 `toml:"auth_failures_per_minute"`
+	// AdmissionWaitMs (default 0: off, at most 10000): a socket past
+	// either unauthenticated cap waits this long for a slot before it is
+	// closed, up to 16 × MaxUnauthenticated sockets at once, each holding
+	// a descriptor (docs/SCALE.md, "The reconnect herd").
+	AdmissionWaitMs int `toml:"admission_wait_ms"`
 	// ApprovalTimeoutMs bounds how long a request held for approval waits
 	// (default 300000, 1000–3600000); MaxPendingApprovals (default 64,
 	// 1–4096) and MaxPendingApprovalsPerPrincipal (default 8, at most
@@ -171,6 +177,7 @@ const (
 	MaxAuthFailureBurst                 = 10000
 	DefaultAuthFailuresPerMinute        = 30
 	MaxAuthFailuresPerMinute            = 60000
+	MaxAdmissionWaitMs                  = 10000
 	// Approval bounds (see ControllerLimits).
 	DefaultApprovalTimeoutMs               = 300000
 	MinApprovalTimeoutMs                   = 1000
@@ -292,7 +299,7 @@ func (c *Controller) Validate() error {
 	if l.RequestsPerSecond < 0 || l.Burst < 0 || l.MaxInflight < 0 || l.MaxUnauthenticated < 0 ||
 		l.MaxUnauthenticatedPerAddress < 0 || l.HandshakeTimeoutMs < 0 || l.HTTPIdleTimeoutMs < 0 ||
 		l.AuthFailureBurst < 0 || l.AuthFailuresPerMinute < 0 || l.ApprovalTimeoutMs < 0 ||
-		l.MaxPendingApprovals < 0 || l.MaxPendingApprovalsPerPrincipal < 0 {
+		l.MaxPendingApprovals < 0 || l.MaxPendingApprovalsPerPrincipal < 0 || l.AdmissionWaitMs < 0 {
 		return fmt.Errorf("limits: values must not be negative")
 	}
 	if err := l.validateConnLimits(); err != nil {
@@ -338,6 +345,8 @@ func (l *ControllerLimits) validateConnLimits() error {
 		return fmt.Errorf("limits.handshake_timeout_ms: must be between %d and %d", MinHandshakeTimeoutMs, MaxHandshakeTimeoutMs)
 	case l.HTTPIdleTimeoutMs < MinHTTPIdleTimeoutMs || l.HTTPIdleTimeoutMs > MaxHTTPIdleTimeoutMs:
 		return fmt.Errorf("limits.http_idle_timeout_ms: must be between %d and %d", MinHTTPIdleTimeoutMs, MaxHTTPIdleTimeoutMs)
+	case l.AdmissionWaitMs > MaxAdmissionWaitMs:
+		return fmt.Errorf("limits.admission_wait_ms: at most %d", MaxAdmissionWaitMs)
 	case l.AuthFailureBurst > MaxAuthFailureBurst:
 		return fmt.Errorf("limits.auth_failure_burst: at most %d", MaxAuthFailureBurst)
 	case l.AuthFailuresPerMinute > MaxAuthFailuresPerMinute:
@@ -450,7 +459,7 @@ func quoteList(xs []string) string {
 // controller never holds them for approval (docs/POLICY.md, "Controller
 // methods"), so an approval selector that can name only them is an error.
 var controllerOnly = []string{protocol.MethodNodeRename, protocol.MethodNodeList, protocol.MethodNodeDescribe,
-	protocol.MethodNodeInvoke, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
+	protocol.MethodNodeInvoke, protocol.MethodNodeFanout, protocol.MethodModulesStatus, protocol.MethodApprovalList, protocol.MethodApprovalDecide,
 	"node.pair.*", "approval.*", "connect.*"}
 
 func checkApprovalSelectors(op authority.OperatorPolicy) error {

@@ -241,3 +241,20 @@ func TestApprovalLimits(t *testing.T) {
 		t.Fatalf("per-principal default not capped: %d", c.Limits.MaxPendingApprovalsPerPrincipal)
 	}
 }
+
+// admission_wait_ms at its bound passes, one past fails; it is off by default.
+func TestAdmissionWaitBounds(t *testing.T) {
+	c, err := ParseController([]byte("[limits]\nadmission_wait_ms = 10000\n"))
+	if err != nil || c.Limits.AdmissionWaitMs != MaxAdmissionWaitMs {
+		t.Fatalf("at the bound: %v", err)
+	}
+	if _, err := ParseController([]byte("[limits]\nadmission_wait_ms = 10001\n")); err == nil || !strings.Contains(err.Error(), "admission_wait_ms") {
+		t.Fatalf("one past the bound: %v", err)
+	}
+	if _, err := ParseController([]byte("[limits]\nadmission_wait_ms = -1\n")); err == nil {
+		t.Fatal("a negative wait was accepted")
+	}
+	if c, err := ParseController(nil); err != nil || c.Limits.AdmissionWaitMs != 0 {
+		t.Fatalf("default: %v", err)
+	}
+}

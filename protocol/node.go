@@ -57,8 +57,52 @@ const (
 	NodeIdentityPaired = "paired"
 )
 
-// NodeListParams are the params of node.list: none.
-type NodeListParams struct{}
+// NodeListParams are the params of node.list (docs/PROTOCOL.md, "Node
+// registry"). All are optional. With Limit or Cursor the list is paged:
+// nodes in nodeId order, at most Limit (1..MaxNodeListLimit) per page,
+// starting after the nodeId Cursor; NextCursor of the result continues.
+// Without either, the nodes come sorted by name, at most
+// MaxNodeListLimit of them (Truncated says more exist). NamePrefix
+// (1..128 bytes) keeps names that start with it, compared
+// case-insensitively; Online keeps nodes whose online state equals it.
+type NodeListParams struct {
+	Cursor     string `json:"cursor,omitempty"`
+	Limit      int    `json:"limit,omitempty"`
+	NamePrefix string `json:"namePrefix,omitempty"`
+	Online     *bool  `json:"online,omitempty"`
+}
+
+// MaxNodeListLimit is the largest node.list page, and the most nodes an
+// unpaged node.list returns. A page is also cut where it would no longer
+// fit the connection's maxPayload (NextCursor continues).
+const MaxNodeListLimit = 1000
+
+// Paged reports whether the request asks for a page (Limit or Cursor).
+func (p NodeListParams) Paged() bool { return p.Limit != 0 || p.Cursor != "" }
+
+// ValidateNodeList checks node.list params strictly: limit 1..1000,
+// cursor a node id (1..256 bytes of UTF-8), namePrefix 1..128 bytes
+// without control characters.
+func ValidateNodeList(params json.RawMessage) (NodeListParams, *Error) {
+	var p NodeListParams
+	if e := DecodeParams(params, &p); e != nil {
+		return p, e
+	}
+	if p.Limit < 0 || p.Limit > MaxNodeListLimit {
+		return p, InvalidParams("limit", "limit must be 1 to 1000")
+	}
+	if p.Cursor != "" {
+		if e := RequireNodeID(p.Cursor); e != nil {
+			return p, InvalidParams("cursor", "cursor is malformed")
+		}
+	}
+	if p.NamePrefix != "" {
+		if _, e := NormalizeNodeName("namePrefix", p.NamePrefix); e != nil || len(p.NamePrefix) > 128 {
+			return p, InvalidParams("namePrefix", "namePrefix must be 1 to 128 bytes without control characters")
+		}
+	}
+	return p, nil
+}
 
 // NodeSummary is one entry of node.list. Times are Unix ms; a zero time is omitted.
 type NodeSummary struct {
@@ -72,9 +116,15 @@ type NodeSummary struct {
 	LastSeenAtMs  int64  `json:"lastSeenAtMs,omitempty"`
 }
 
-// NodeListResult is the payload of node.list: nodes sorted by name.
+// NodeListResult is the payload of node.list: nodes sorted by name
+// (unpaged) or by nodeId (paged). NextCursor, on a page, is the cursor of
+// the next page; absent on the last. Truncated, unpaged, says that more
+// nodes match than MaxNodeListLimit (or than fit one frame): page to see
+// them all.
 type NodeListResult struct {
-	Nodes []NodeSummary `json:"nodes"`
+	Nodes      []NodeSummary `json:"nodes"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+	Truncated  bool          `json:"truncated,omitempty"`
 }
 
 // NodeDescribeParams are the params of node.describe.

@@ -36,6 +36,7 @@ const (
 
 const callUsage = `usage: lemon call [--controller URL] [--timeout DURATION] [--scopes LIST]
                  [--execution-context JSON] METHOD [PARAMS_JSON | -]
+       lemon call (--all | --nodes FILTER) [--concurrency N] [flags] METHOD [PARAMS_JSON | -]
 
 Sends one request to the controller and prints the response payload as JSON
 on stdout (exit 0). An error response is printed as its error object JSON on
@@ -55,8 +56,21 @@ refused FORBIDDEN context_wider. When the operator's policy holds the
 request for approval, the approval id is printed on stderr and the call
 waits for an approver ("lemon approvals approve ID").
 
+--all and --nodes run METHOD on many nodes at once (node.fanout,
+docs/PROTOCOL.md "Fan-out"): PARAMS_JSON then holds no nodeId. --all is
+every registered node (offline ones fail with node_offline); --nodes takes
+comma-separated terms: name=PREFIX (names starting with PREFIX, any case),
+online, offline. Each node's outcome is printed as one JSON line on stdout
+as it arrives ({nodeId, name, ok, result | error, retrySafe,
+mutationMayHaveApplied}), then a summary line {"summary":{fanoutId,
+method, total, ok, failed, durationMs}}. The exit code is 1 when any node
+failed or the fan-out was refused. --concurrency (1-1024, default 256)
+bounds the node calls in flight.
+
 examples:
   lemon call node.host.info '{"nodeId":"..."}'
+  lemon call --all node.host.info
+  lemon call --nodes name=web-,online node.host.info
   lemon call --execution-context '{"capabilities":[]}' node.fs.read '{"nodeId":"n1","path":"/etc/hostname"}'
 `
 
@@ -178,8 +192,28 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 	resolve := operatorFlags(fs, getenv)
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (0: never)")
 	execCtx := fs.String("execution-context", "", "a JSON object narrowing the request's execution context")
+	all := fs.Bool("all", false, "run METHOD on every registered node (node.fanout)")
+	nodesFilter := fs.String("nodes", "", "run METHOD on the nodes matching FILTER: name=PREFIX, online, offline (comma-separated)")
+	concurrency := fs.Int("concurrency", 0, "with --all/--nodes: node calls in flight at once, 1-1024 (default 256)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var filter *protocol.NodeFilter
+	if *all || *nodesFilter != "" {
+		if *all && *nodesFilter != "" {
+			fmt.Fprintln(stderr, "lemon call: --all and --nodes exclude each other")
+			return 2
+		}
+		f, err := parseNodeFilter(*nodesFilter)
+		if err != nil {
+			fmt.Fprintf(stderr, "lemon call: --nodes: %v\n", err)
+			return 2
+		}
+		filter = &f
+		if *concurrency < 0 || *concurrency > protocol.MaxFanoutConcurrency {
+			fmt.Fprintln(stderr, "lemon call: --concurrency must be 1 to 1024")
+			return 2
+		}
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()
@@ -224,6 +258,9 @@ func runCall(ctx context.Context, args []string, getenv func(string) string, std
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
+	}
+	if filter != nil {
+		return runFanout(ctx, sess, method, params, *filter, *concurrency, stdout, stderr)
 	}
 	conn, perr := sess.dial(ctx, "lemon-call")
 	if perr != nil {

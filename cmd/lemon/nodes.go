@@ -118,10 +118,15 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 		return 0
 	}
 
-	rawNodes, perr := conn.Call(ctx, protocol.MethodNodeList, protocol.NodeListParams{})
+	// node.list is paged (docs/PROTOCOL.md, "Node registry"): ListNodes
+	// walks every page and sorts by name.
+	nodeList, perr := conn.ListNodes(ctx, protocol.NodeListParams{})
 	if perr != nil {
 		printErrorObject(stderr, perr)
 		return 1
+	}
+	if nodeList == nil {
+		nodeList = []protocol.NodeSummary{}
 	}
 	// Pending pairings need operator.approvals; a token without it still
 	// lists nodes.
@@ -129,12 +134,9 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 	if *asJSON {
 		// Flat: {"nodes":[...],"pairings":[...]}, the lists of node.list
 		// and node.pair.list ("pairings" only when the token may list them).
-		var nl, pl map[string]json.RawMessage
-		if json.Unmarshal(rawNodes, &nl) != nil || nl["nodes"] == nil {
-			fmt.Fprintln(stderr, "lemon nodes: malformed node.list payload")
-			return 1
-		}
-		out := map[string]json.RawMessage{"nodes": nl["nodes"]}
+		var pl map[string]json.RawMessage
+		rawNodes, _ := json.Marshal(nodeList)
+		out := map[string]json.RawMessage{"nodes": rawNodes}
 		if pairErr == nil && json.Unmarshal(rawPairs, &pl) == nil && pl["pairings"] != nil {
 			out["pairings"] = pl["pairings"]
 		}
@@ -142,11 +144,7 @@ func runNodes(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stdout, "%s\n", b)
 		return 0
 	}
-	var nodes protocol.NodeListResult
-	if err := json.Unmarshal(rawNodes, &nodes); err != nil {
-		fmt.Fprintln(stderr, "lemon nodes: malformed node.list payload")
-		return 1
-	}
+	nodes := protocol.NodeListResult{Nodes: nodeList}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tNODE ID\tSTATUS\tIDENTITY\tSINCE")
 	for _, n := range nodes.Nodes {
