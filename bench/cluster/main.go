@@ -325,4 +325,3 @@ func run(n, calls, sources int) error {
 	fmt.Println("no request delivered twice")
 	return nil
 }
-
