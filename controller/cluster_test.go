@@ -188,6 +188,27 @@ func TestClusterThreeControllers(t *testing.T) {
 		}
 	}
 
+	// A fan-out from controller 1 reaches every node of the cluster, its
+	// per-node results as events to the requesting connection.
+	fop := connectOperator(t, ms[1].srv.url, adminToken)
+	sum := decode[protocol.FanoutSummary](t, fop.call(protocol.MethodNodeFanout, protocol.FanoutParams{
+		Method: mEcho, Args: json.RawMessage(`{"value":7}`), Filter: &protocol.NodeFilter{NamePrefix: "n-"}}))
+	if sum.Total != total || sum.OK != total {
+		t.Fatalf("fan-out summary %+v, want %d ok", sum, total)
+	}
+	results := 0
+	for results < total {
+		f := fop.next()
+		if f.Event != protocol.EventFanoutResult {
+			continue
+		}
+		var r protocol.FanoutResult
+		if err := json.Unmarshal(f.Payload, &r); err != nil || !r.OK {
+			t.Fatalf("fan-out result %s", f.raw)
+		}
+		results++
+	}
+
 	// Pairing on controller 0, connecting on controller 1, calling from 2.
 	first := pairNew(t, ms[0].srv, "paired-1")
 	paired := connectNode(t, ms[1].srv.url, first.SessionToken, protocol.NodeAdvertise{}, counting(echoHandler))
