@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -401,6 +402,40 @@ func isHexString(s string) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// refreshSession reads a node session token's session and node records
+// straight from KV into the registry, for a node that connects here
+// before this controller's watch has brought its pairing on another
+// controller. It reports whether the session was found.
+func (f *federation) refreshSession(token string) bool {
+	if token == "" || len(token) > MaxTokenBytes {
+		return false
+	}
+	h := HashToken(token)
+	key := hex.EncodeToString(h[:])
+	ctx, cancel := context.WithTimeout(f.ctx, kvOpTimeout)
+	defer cancel()
+	ent, err := f.be.kv[bucketSessions].Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	var env kvEnvelope
+	var sr sessionRecord
+	if json.Unmarshal(ent.Value(), &env) != nil || json.Unmarshal(env.Value, &sr) != nil {
+		return false
+	}
+	nent, err := f.be.kv[bucketNodes].Get(ctx, sr.NodeID)
+	if err != nil {
+		return false
+	}
+	var nenv kvEnvelope
+	if json.Unmarshal(nent.Value(), &nenv) != nil {
+		return false
+	}
+	f.s.reg.applyRemote(bucketNodes, sr.NodeID, nenv.Value, false)
+	f.s.reg.applyRemote(bucketSessions, key, env.Value, false)
 	return true
 }
 

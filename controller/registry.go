@@ -505,6 +505,10 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 		return true
 	}
 	a, e := c.s.reg.authenticateNode(p.Auth.Token, adv)
+	if e != nil && c.s.fed != nil && e.Code == protocol.CodeUnauthorized && c.s.fed.refreshSession(p.Auth.Token) {
+		// Clustered: paired on another controller a moment ago.
+		a, e = c.s.reg.authenticateNode(p.Auth.Token, adv)
+	}
 	if e != nil {
 		c.s.log.Info("node connect refused", "conn", c.id, "addr", c.addr, "code", e.Code, "reason", e.DomainCode())
 		c.s.metrics.connects.WithLabelValues(protocol.RoleNode, e.Code).Inc()
