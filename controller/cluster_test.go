@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"lemon/cluster"
 	"lemon/protocol"
@@ -288,6 +289,13 @@ func TestClusterThreeControllers(t *testing.T) {
 				t.Fatalf("after failover, node %d: %s", i, f.raw)
 			}
 		}
+	}
+	// The routed-call counter saw the cut-off call and the ok ones.
+	if got := testutil.ToFloat64(ms[0].srv.fed.routed.WithLabelValues("cut_off")); got < 1 {
+		t.Fatalf("cut_off routed calls = %v", got)
+	}
+	if got := testutil.ToFloat64(ms[0].srv.fed.routed.WithLabelValues("ok")); got < float64(total-perController) {
+		t.Fatalf("ok routed calls = %v", got)
 	}
 	seenMu.Lock()
 	defer seenMu.Unlock()

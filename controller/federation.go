@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"lemon/protocol"
 )
@@ -86,6 +87,10 @@ type federation struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// routed counts calls sent to other holders by outcome (metrics,
+	// docs/CLUSTER.md, "Metrics").
+	routed *prometheus.CounterVec
+
 	mu      sync.Mutex
 	local   map[string]*localHold               // nodeId → the socket held here
 	remote  map[string]holderRecord             // nodeId → current holder (watch)
@@ -110,6 +115,19 @@ func newFederation(s *Server, cc *ClusterConfig, be *kvBackend) *federation {
 		local: map[string]*localHold{}, remote: map[string]holderRecord{},
 		waits: map[string]map[*remoteWait]struct{}{}, cancels: map[string]context.CancelFunc{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.routed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lemon_controller_cluster_routed_calls_total",
+		Help: "Calls sent to a node held by another controller, by outcome: ok, error (answered with an error), not_delivered (no holder received it), cut_off (handed over, then lost).",
+	}, []string{"outcome"})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lemon_controller_cluster_held_nodes",
+		Help: "Node sockets this controller holds in the cluster (its lemon_holders keys).",
+	}, func() float64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return float64(len(f.local))
+	})
+	s.metrics.reg.MustRegister(f.routed, held)
 	return f
 }
 
@@ -455,7 +473,21 @@ func (f *federation) held(nodeID string) bool {
 // call fails with uncertain flags, since it was handed over. A request no
 // holder received (no responders) is retry-safe. abandoned is true when
 // ctx ended first; the holder is told to cancel.
-func (f *federation) invokeRemote(ctx context.Context, spec routeSpec, nodeID, invokeID string, params, ctxJSON json.RawMessage) (json.RawMessage, *protocol.Error, bool) {
+func (f *federation) invokeRemote(ctx context.Context, spec routeSpec, nodeID, invokeID string, params, ctxJSON json.RawMessage) (payload json.RawMessage, e *protocol.Error, abandoned bool) {
+	defer func() {
+		switch {
+		case abandoned:
+			f.routed.WithLabelValues("cut_off").Inc()
+		case e == nil:
+			f.routed.WithLabelValues("ok").Inc()
+		case e.DomainCode() == protocol.DomainNodeOffline:
+			f.routed.WithLabelValues("not_delivered").Inc()
+		case e.DomainCode() == protocol.DomainNodeDisconnected || e.Code == protocol.CodeTimeout:
+			f.routed.WithLabelValues("cut_off").Inc()
+		default:
+			f.routed.WithLabelValues("error").Inc()
+		}
+	}()
 	f.mu.Lock()
 	h, ok := f.remote[nodeID]
 	f.mu.Unlock()
