@@ -150,6 +150,13 @@ func Start(o Options) (*Embedded, error) {
 		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
 	}
 	scheme := "nats-route"
+	if len(o.Peers) == 0 {
+		// A cluster of one: clustered JetStream needs routes to elect
+		// its leaders, so without peers the server runs JetStream alone
+		// and opens no route listener (restart with peers to grow it;
+		// docs/CLUSTER.md).
+		opts.Cluster = server.ClusterOpts{}
+	}
 	for _, p := range o.Peers {
 		p = strings.TrimPrefix(strings.TrimPrefix(p, "nats-route://"), "tls://")
 		if _, _, err := splitHostPort(p); err != nil {

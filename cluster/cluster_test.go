@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestCheckSecretBounds(t *testing.T) {
@@ -93,4 +96,39 @@ func TestRoutesNeedTheSecret(t *testing.T) {
 		t.Fatalf("the peer with a wrong secret has %d routes", eb.Routes())
 	}
 	_ = ea
+}
+
+// A cluster of one (no peers yet) starts with JetStream and serves KV.
+func TestClusterOfOne(t *testing.T) {
+	e, err := Start(Options{Name: "solo", StateDir: t.TempDir(), Listen: freeAddr(t), Secret: "solo-secret-0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	nc, err := e.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var kv jetstream.KeyValue
+	for kv == nil && ctx.Err() == nil {
+		if kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t", Replicas: e.Replicas}); err != nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if kv == nil {
+		t.Fatalf("no KV: %v", err)
+	}
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if ent, err := kv.Get(ctx, "k"); err != nil || string(ent.Value()) != "v" {
+		t.Fatalf("get: %v", err)
+	}
 }
