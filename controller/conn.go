@@ -703,6 +703,9 @@ func (c *conn) teardown() {
 	c.s.metrics.closes.WithLabelValues(c.roleLabel(), reason).Inc()
 	if c.node != nil {
 		c.s.reg.detach(c.node, c)
+		if f := c.s.fed; f != nil {
+			f.release(c.node.rec.ID, c)
+		}
 		c.s.log.Info("node disconnected", "conn", c.id, "node", c.node.rec.ID, "reason", reason)
 	} else if c.connected {
 		c.s.log.Info("operator disconnected", "conn", c.id, "operator", c.op.name, "reason", reason)

@@ -64,7 +64,7 @@ func (r *registry) selectFanout(p protocol.FanoutParams, max int) ([]fanoutTarge
 	prefix := strings.ToLower(p.Filter.NamePrefix)
 	var out []fanoutTarget
 	for _, e := range r.nodes {
-		if p.Filter.Online != nil && (e.live != nil) != *p.Filter.Online {
+		if p.Filter.Online != nil && e.online() != *p.Filter.Online {
 			continue
 		}
 		if prefix != "" && !strings.HasPrefix(nameKey(e.rec.Name), prefix) {

@@ -24,7 +24,7 @@ func (r *registry) nodeList(p protocol.NodeListParams, budget int) protocol.Node
 	r.mu.Lock()
 	all := make([]protocol.NodeSummary, 0, len(r.nodes))
 	for _, e := range r.nodes {
-		if p.Online != nil && (e.live != nil) != *p.Online {
+		if p.Online != nil && e.online() != *p.Online {
 			continue
 		}
 		if prefix != "" && !strings.HasPrefix(nameKey(e.rec.Name), prefix) {

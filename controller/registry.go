@@ -63,6 +63,9 @@ type nodeEntry struct {
 	// refused, or its capability is outside the ceiling the node
 	// advertised. A call to one is answered without a round trip.
 	unserved map[string]unservedMethod
+	// remoteOnline: another controller of the cluster holds the node's
+	// socket (federation.go).
+	remoteOnline bool
 }
 
 // unservedMethod says why a node does not serve a pinned method: family
@@ -451,11 +454,15 @@ func (r *registry) stillServes(nodeID string, c *conn, gen uint64) bool {
 	return ok && e.live == c && e.liveGen == gen && e.rec.Generation == gen && !c.isGone()
 }
 
+// online reports whether the node has a live socket here or, clustered,
+// on another controller.
+func (e *nodeEntry) online() bool { return e.live != nil || e.remoteOnline }
+
 func (e *nodeEntry) summary() protocol.NodeSummary {
 	return protocol.NodeSummary{
 		NodeID:        e.rec.ID,
 		Name:          e.rec.Name,
-		Online:        e.live != nil,
+		Online:        e.online(),
 		Identity:      e.rec.Identity,
 		ConnectedAtMs: e.connectedAtMs,
 		LastSeenAtMs:  e.rec.LastSeenAtMs,
@@ -517,6 +524,10 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 		return true
 	}
 	a, e := c.s.reg.authenticateNode(p.Auth.Token, adv)
+	if e != nil && c.s.fed != nil && e.Code == protocol.CodeUnauthorized && c.s.fed.refreshSession(p.Auth.Token) {
+		// Clustered: paired on another controller a moment ago.
+		a, e = c.s.reg.authenticateNode(p.Auth.Token, adv)
+	}
 	if e != nil {
 		c.s.log.Info("node connect refused", "conn", c.id, "addr", c.addr, "code", e.Code, "reason", e.DomainCode())
 		c.s.metrics.connects.WithLabelValues(protocol.RoleNode, e.Code).Inc()
@@ -539,6 +550,16 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 	// node that stops reading then delays only calls routed to it, never
 	// node.list, node.describe or other nodes' connects. Lock order:
 	// c.eventMu, then r.mu (nothing sends under r.mu).
+	if f := c.s.fed; f != nil {
+		// Clustered: take the node's holder key first, so no other
+		// controller still serves it once it goes live here.
+		if e := f.claim(c, nodeID, a.generation, a.session != ""); e != nil {
+			c.node = nil
+			c.respondErr(id, e)
+			c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
+			return false
+		}
+	}
 	c.eventMu.Lock()
 	old, e := c.s.reg.attach(a, c, adv, p.Client, func() {
 		c.connected = true
@@ -548,6 +569,9 @@ func (c *conn) connectNode(id string, p *protocol.ConnectParams) bool {
 		c.eventMu.Unlock()
 		c.connected = false
 		c.node = nil
+		if f := c.s.fed; f != nil {
+			f.release(nodeID, c)
+		}
 		c.respondErr(id, e)
 		c.closeWith(websocket.ClosePolicyViolation, "unauthorized")
 		return false

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -150,6 +151,29 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 		return
 	}
 	node, gen, e := c.s.reg.pin(nodeID, spec.MethodSpec)
+	if e != nil && c.s.fed != nil && (e.DomainCode() == protocol.DomainNodeOffline ||
+		(e.Code == protocol.CodeNotFound && c.s.fed.held(nodeID))) {
+		// Clustered: the node's socket may be held by another controller
+		// (docs/CLUSTER.md, "Routing").
+		if isTransferMethod(spec.Name) {
+			// A transfer's data connections meet at the controller holding
+			// the node's socket (docs/CLUSTER.md, "Limits").
+			c.respondErr(id, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainTransferNotRouted,
+				"this node's socket is held by another controller of the cluster: run the transfer through that controller").WithRetry(true, false))
+			return
+		}
+		c.noteCall(id, nodeID, invokeID)
+		payload, e, abandoned := c.s.fed.invokeRemote(c.ctx, spec, nodeID, invokeID, params, ctxJSON)
+		if abandoned {
+			return
+		}
+		if e != nil {
+			c.respondErr(id, e)
+			return
+		}
+		c.respondNodeResult(id, spec.Pure, payload)
+		return
+	}
 	if e != nil {
 		c.respondErr(id, e)
 		return
@@ -163,12 +187,30 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 		defer end()
 		params = withTicket
 	}
+	c.noteCall(id, nodeID, invokeID)
+	payload, e, abandoned := c.s.deliver(c.ctx, node, gen, spec, nodeID, invokeID, params, ctxJSON)
+	if abandoned {
+		return
+	}
+	if e != nil {
+		c.respondErr(id, e)
+		return
+	}
+	c.respondNodeResult(id, spec.Pure, payload)
+}
+
+// deliver hands one invocation to the node connection it was pinned to
+// (generation gen) and waits for its outcome: the node's result payload,
+// or an error carrying truthful outcome flags (not delivered: retry-safe;
+// delivered and lost, timed out or cut off: uncertain). abandoned is true
+// when ctx ended first (the caller is gone): the node was told to cancel
+// and nobody is to be answered. params are valid JSON; ctxJSON is the
+// execution context, passed unchanged.
+func (s *Server) deliver(ctx context.Context, node *conn, gen uint64, spec routeSpec, nodeID, invokeID string, params, ctxJSON json.RawMessage) (json.RawMessage, *protocol.Error, bool) {
 	broker := spec.BrokerDeadline(params)
 	cl := newCallID(invokeID, spec.Name, spec.Pure)
-	c.noteCall(id, nodeID, cl.invokeID)
 	if !node.addPending(cl) {
-		c.respondErr(id, notDispatched())
-		return
+		return nil, notDispatched(), false
 	}
 	ev, err := protocol.AppendInvokeRequest(nil, &protocol.InvokeRequest{
 		InvokeID:          cl.invokeID,
@@ -181,20 +223,17 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 	})
 	if err != nil { // not reached: params are valid JSON
 		node.takePending(cl.invokeID)
-		c.respondErr(id, notDispatched())
-		return
+		return nil, notDispatched(), false
 	}
 	// The node accepts frames up to the maxPayload it advertised; a larger
 	// one would cost it its connection and every other call on it.
 	if queued, fits := node.sendEventRaw(protocol.EventInvokeRequest, ev, node.peerMax); !queued {
 		node.takePending(cl.invokeID)
 		if !fits {
-			c.respondErr(id, protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainPayloadTooLarge,
-				"the request does not fit the maxPayload the node advertised").WithRetry(false, false))
-			return
+			return nil, protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainPayloadTooLarge,
+				"the request does not fit the maxPayload the node advertised").WithRetry(false, false), false
 		}
-		c.respondErr(id, notDispatched())
-		return
+		return nil, notDispatched(), false
 	}
 	timer := time.NewTimer(broker + spec.CallerSlack)
 	defer timer.Stop()
@@ -210,28 +249,25 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 			break
 		}
 		node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
-		c.respondErr(id, uncertain(spec.Pure, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")))
-		return
-	case <-c.ctx.Done():
+		return nil, uncertain(spec.Pure, protocol.Errorf(protocol.CodeTimeout, "the node did not answer before the deadline")), false
+	case <-ctx.Done():
 		// The caller disconnected: cancel the node's work.
 		if node.takePending(cl.invokeID) != nil {
 			node.sendEvent(protocol.EventInvokeCancel, protocol.InvokeCancel{InvokeID: cl.invokeID})
 		}
-		return
+		return nil, nil, true
 	}
 	if o.err != nil {
-		c.respondErr(id, o.err)
-		return
+		return nil, o.err, false
 	}
-	if h := c.s.hookAfterResult.Load(); h != nil {
+	if h := s.hookAfterResult.Load(); h != nil {
 		(*h)()
 	}
-	if spec.RecheckSession != nil && spec.RecheckSession(params) && !c.s.reg.stillServes(nodeID, node, gen) {
-		c.respondErr(id, protocol.DomainError(protocol.CodeConflict, protocol.DomainPrivateProofAckChanged,
-			"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true))
-		return
+	if spec.RecheckSession != nil && spec.RecheckSession(params) && !s.reg.stillServes(nodeID, node, gen) {
+		return nil, protocol.DomainError(protocol.CodeConflict, protocol.DomainPrivateProofAckChanged,
+			"the node's session changed before the acknowledgement was confirmed").WithRetry(false, true), false
 	}
-	c.respondNodeResult(id, spec.Pure, o.payload)
+	return o.payload, nil, false
 }
 
 // respondNodeResult answers the caller with a node's result. One that

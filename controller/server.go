@@ -113,6 +113,11 @@ type Config struct {
 	ApprovalTimeout                 time.Duration
 	MaxPendingApprovals             int
 	MaxPendingApprovalsPerPrincipal int
+	// Cluster, when set, makes the controller one of a cluster federated
+	// on NATS: its registry, pairings and sessions live in JetStream KV
+	// (StateDir is then not used for them) and calls reach nodes held by
+	// other controllers (docs/CLUSTER.md).
+	Cluster *ClusterConfig
 	// MaxFanoutNodes bounds the nodes one node.fanout reaches (default
 	// protocol.DefaultMaxFanoutNodes, 10,000); MaxFanoutsPerConn the
 	// fan-outs one operator connection runs at once (default 4). See
@@ -158,11 +163,13 @@ type Server struct {
 	// protoTable routes protocol's methods when no set is pinned.
 	protoTable methodTable
 	store      *store
-	metrics    *metrics
-	audit      *audit.Sink
-	approvals  *approvalBook
-	guard      *connGuard
-	throttle   *authThrottle
+	// fed is the cluster side (federation.go), nil when standalone.
+	fed       *federation
+	metrics   *metrics
+	audit     *audit.Sink
+	approvals *approvalBook
+	guard     *connGuard
+	throttle  *authThrottle
 	// ui is the web console at /ui (ui.go, docs/CONSOLE.md).
 	ui *console
 	// refusedLog rate-limits the log line for sockets refused by the caps.
@@ -299,8 +306,19 @@ func New(cfg Config) (*Server, error) {
 		// Default CheckOrigin: a browser page from another origin cannot open a socket.
 	}
 	s.transfers = newTransferHub()
-	st, err := openStore(cfg.StateDir)
-	if err != nil {
+	var st *store
+	var kvb *kvBackend
+	if cc := cfg.Cluster; cc != nil {
+		// Clustered: the registry lives in JetStream KV (docs/CLUSTER.md).
+		if cc.Conn == nil || cc.Name == "" {
+			return nil, errors.New("controller: a cluster needs a NATS connection and a controller name")
+		}
+		kvb, err = openKV(cc.Conn, cc.Name, min(max(cc.Replicas, 1), 5))
+		if err != nil {
+			return nil, err
+		}
+		st = &store{be: kvb}
+	} else if st, err = openStore(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	s.store = st
@@ -308,6 +326,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		st.close()
 		return nil, err
+	}
+	if kvb != nil {
+		s.fed = newFederation(s, cfg.Cluster, kvb)
+		if err := s.fed.start(); err != nil {
+			s.fed.stop()
+			return nil, fmt.Errorf("controller: cannot watch the cluster state: %w", err)
+		}
 	}
 	for _, n := range cfg.NodeTokens {
 		if err := s.reg.ensureTokenNode(n.Name); err != nil {
@@ -414,6 +439,9 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	s.reg.flush()
+	if s.fed != nil {
+		s.fed.stop()
+	}
 	return s.store.close()
 }
 

@@ -25,6 +25,9 @@ const (
 // directory it keeps nothing (db is nil) and the registry lives in memory.
 type store struct {
 	db *bolt.DB
+	// be, when set, is the clustered backend (JetStream KV, kvstore.go)
+	// that replaces bbolt; db is then nil. See docs/CLUSTER.md, "State".
+	be backend
 	// seq orders the writes of node records. apply stamps every node
 	// record it writes with a fresh value (nodeRecord.WriteSeq), and a
 	// flush snapshot carries the value taken when it was read; a snapshot
@@ -71,6 +74,20 @@ func openStore(dir string) (*store, error) {
 	return &store{db: db}, nil
 }
 
+// backend is durable state other than the bbolt file: the JetStream KV
+// buckets of a clustered controller (kvBackend). The store keeps its
+// write stamps and hands every write, snapshot and load to it.
+type backend interface {
+	// apply writes a batch (puts and deletes), in order.
+	apply(ops []op) error
+	// writeSnapshots merges flushed advertise and last-seen data into the
+	// stored node records that exist.
+	writeSnapshots(recs []nodeRecord) error
+	load(bucket string, fn func(key string, value []byte) error) error
+	open() bool
+	close() error
+}
+
 // op is one write of a batch: a put (value non-nil) or a delete.
 type op struct {
 	bucket, key string
@@ -81,6 +98,9 @@ type op struct {
 // batch (nodeRecord or *nodeRecord) is written with a fresh WriteSeq
 // stamp; the caller holds the registry lock, as for every immediate write.
 func (s *store) apply(ops ...op) error {
+	if s.be != nil && len(ops) > 0 {
+		return s.be.apply(ops)
+	}
 	if s.db == nil || len(ops) == 0 {
 		return nil
 	}
@@ -147,6 +167,9 @@ func (s *store) observeSeq(v uint64) {
 // stored copy (a flush only updates records their immediate writes
 // created, and never brings back a deleted one).
 func (s *store) writeSnapshots(seq uint64, recs []nodeRecord) error {
+	if s.be != nil && len(recs) > 0 {
+		return s.be.writeSnapshots(recs)
+	}
 	if s.db == nil || len(recs) == 0 {
 		return nil
 	}
@@ -185,6 +208,9 @@ func (s *store) writeSnapshots(seq uint64, recs []nodeRecord) error {
 
 // load calls fn for every record of a bucket.
 func (s *store) load(bucket string, fn func(key string, value []byte) error) error {
+	if s.be != nil {
+		return s.be.load(bucket, fn)
+	}
 	if s.db == nil {
 		return nil
 	}
@@ -195,10 +221,16 @@ func (s *store) load(bucket string, fn func(key string, value []byte) error) err
 
 // open reports whether the store can be read (true for a memory store).
 func (s *store) open() bool {
+	if s.be != nil {
+		return s.be.open()
+	}
 	return s.db == nil || s.db.View(func(*bolt.Tx) error { return nil }) == nil
 }
 
 func (s *store) close() error {
+	if s.be != nil {
+		return s.be.close()
+	}
 	if s.db == nil {
 		return nil
 	}

@@ -50,6 +50,10 @@ const (
 	DomainModuleRefused          = "module_refused"
 	DomainMeasurementUnavailable = "measurement_unavailable"
 	DomainNodeOffline            = "node_offline"
+	// DomainTransferNotRouted: a bulk transfer (node.fs.transfer.*) to a
+	// node whose socket another controller of the cluster holds
+	// (UNAVAILABLE, retry-safe; docs/CLUSTER.md).
+	DomainTransferNotRouted = "transfer_not_routed"
 	// DomainPermissionDenied: the worker OS account was refused (fs and process).
 	DomainPermissionDenied = "permission_denied"
 )

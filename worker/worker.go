@@ -25,7 +25,13 @@ type Config struct {
 	// ControllerURL is the controller's /ws endpoint, ws:// or wss://.
 	// ws:// to a host that is not loopback is refused unless
 	// AllowInsecureController (docs/PROTOCOL.md, "Transport").
-	ControllerURL           string
+	ControllerURL string
+	// FailoverURLs are further controllers of the same cluster
+	// (docs/CLUSTER.md, "Failover"), tried in order after ControllerURL:
+	// each reconnect starts from ControllerURL (the preferred one) and
+	// moves to the next URL at once after a failure, with the backoff
+	// applied once a whole round has failed.
+	FailoverURLs            []string
 	AllowInsecureController bool
 	// Name is advertised in connect (node.name). With a paired session the
 	// controller keeps its own name for the node.
@@ -109,6 +115,14 @@ func New(cfg Config) (*Worker, error) {
 	if err := CheckControllerURL(cfg.ControllerURL, cfg.AllowInsecureController); err != nil {
 		return nil, err
 	}
+	if len(cfg.FailoverURLs) > MaxControllerURLs-1 {
+		return nil, fmt.Errorf("worker: at most %d controller URLs", MaxControllerURLs)
+	}
+	for _, u := range cfg.FailoverURLs {
+		if err := CheckControllerURL(u, cfg.AllowInsecureController); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Token == "" {
 		return nil, errors.New("worker: a node token is required")
 	}
@@ -159,8 +173,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeDispatcher()
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	attempt := 0
+	urls := append([]string{w.cfg.ControllerURL}, w.cfg.FailoverURLs...)
+	idx := 0
 	for {
-		res := w.session(ctx)
+		res := w.session(ctx, urls[idx])
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -174,7 +190,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		if res.stable {
 			attempt = 0
 		}
+		// Failover: a session that stayed up starts the next round at the
+		// preferred URL; a failure moves to the next URL after a short
+		// jitter, and a failed round waits the backoff.
+		if res.stable || res.replaced {
+			idx = 0
+		} else {
+			idx = (idx + 1) % len(urls)
+		}
 		d := w.cfg.Backoff.Delay(attempt, rnd)
+		if idx != 0 && !res.replaced {
+			d = time.Duration(rnd.Int64N(int64(w.cfg.Backoff.Initial) + 1))
+		}
 		if res.replaced {
 			// Another process holds this identity: wait between half and
 			// all of the longest backoff before taking it back, so two
@@ -183,7 +210,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			half := w.cfg.Backoff.Max / 2
 			d = half + time.Duration(rnd.Int64N(int64(half)+1))
 		}
-		attempt++
+		if idx == 0 {
+			attempt++
+		}
 		level := slog.LevelInfo
 		if res.trust {
 			level = slog.LevelWarn
@@ -291,7 +320,10 @@ var fatalCodes = map[string]bool{
 	protocol.CodeConflict:      true,
 }
 
-func (w *Worker) session(ctx context.Context) sessionResult {
+// MaxControllerURLs bounds the controller URLs a worker takes.
+const MaxControllerURLs = 16
+
+func (w *Worker) session(ctx context.Context, url string) sessionResult {
 	defer w.online.Store(false)
 	disp, digest := w.current()
 	methods := map[string]int{}
@@ -308,7 +340,7 @@ func (w *Worker) session(ctx context.Context) sessionResult {
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	defer s.cancel()
 
-	conn, err := client.Dial(ctx, w.cfg.ControllerURL, client.Options{
+	conn, err := client.Dial(ctx, url, client.Options{
 		Role:          protocol.RoleNode,
 		Token:         w.cfg.Token,
 		ClientID:      "lemon-node",

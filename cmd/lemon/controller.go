@@ -27,6 +27,8 @@ func init() {
 const controllerUsage = `usage: lemon controller [--listen ADDR] [--policy controller.toml] [--tls-cert FILE --tls-key FILE]
                         [--state DIR | --memory] [--session-ttl DURATION] [--module-set DIR]
                         [--log-format text|json] [--log-level LEVEL] [--audit-file FILE [--audit-fail-closed]]
+                        [--cluster-listen ADDR --cluster-peers ADDR,... [--cluster-name NAME] | --nats URL]
+                        [--cluster-secret-file FILE]
 
 Serves /ws for operators and nodes until SIGINT or SIGTERM.
 
@@ -47,6 +49,14 @@ Serves /ws for operators and nodes until SIGINT or SIGTERM.
                        100 MiB keeping 10 files; - writes to stdout
   --audit-fail-closed  refuse requests (UNAVAILABLE audit_unavailable) and answer /readyz 503
                        while the audit file cannot be written
+
+  --cluster-listen ADDR  cluster mode: run an embedded NATS server (JetStream in the state
+                       directory) routing to the peers on ADDR (docs/CLUSTER.md)
+  --cluster-peers LIST the other controllers' --cluster-listen addresses, comma-separated
+  --cluster-name NAME  this controller's unique name (default: hostname and --cluster-listen)
+  --nats URL           cluster mode on an external NATS cluster instead of the embedded server
+  --cluster-secret-file FILE  the cluster secret (default $LEMON_CLUSTER_SECRET_FILE, else
+                       $LEMON_CLUSTER_SECRET); routes and clients without it are refused
 
 The same listener serves /healthz, /readyz and /metrics (Prometheus).
 
@@ -69,6 +79,7 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 	sessionTTL := fs.Duration("session-ttl", 0, "lifetime of a paired node's session, 1s to 168h (default 168h: 7 days); shorten it only to force re-pairing sooner")
 	moduleSet := fs.String("module-set", "", "pinned module-set directory (default: policy module_set, else the set built into this binary)")
 	obs := addObsFlags(fs, "controller", "info")
+	cf := addClusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -160,6 +171,12 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 			return 1
 		}
 	}
+	stopCluster, err := cf.setup(&cfg, pol.StateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "lemon controller: %v\n", err)
+		return 1
+	}
+	defer stopCluster()
 	srv, err := controller.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lemon controller: %v\n", err)

@@ -28,7 +28,7 @@ func init() {
 	setUsage("node", nodeUsage)
 }
 
-const nodeUsage = `usage: lemon node join --controller URL [--name NAME] [--pair [--repair --node-id ID]]
+const nodeUsage = `usage: lemon node join --controller URL[,URL...] [--name NAME] [--pair [--repair --node-id ID]]
                       [--cwd DIR] [--allowed-root DIR]... [--capabilities LIST]
                       [--policy worker.toml] [--state DIR] [--allow-insecure-controller]
                       [--log-format text|json] [--log-level LEVEL] [--audit-file FILE]
@@ -102,15 +102,17 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // nodeOptions are the parsed flags of node join.
 type nodeOptions struct {
 	name, controller, cwd, policy, state string
-	roots                                stringList
-	capabilities                         string
-	insecure                             bool
-	pair, repair                         bool
-	nodeID                               string
-	token, operatorToken                 string
-	maxPayload                           int
-	obs                                  *obsFlags
-	caFile                               string // --ca-file, default $LEMON_CA_FILE
+	// failover are the further --controller URLs (docs/CLUSTER.md, "Failover").
+	failover             []string
+	roots                stringList
+	capabilities         string
+	insecure             bool
+	pair, repair         bool
+	nodeID               string
+	token, operatorToken string
+	maxPayload           int
+	obs                  *obsFlags
+	caFile               string // --ca-file, default $LEMON_CA_FILE
 }
 
 func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer) (*nodeOptions, int) {
@@ -119,7 +121,7 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, nodeUsage) }
 	fs.StringVar(&o.name, "name", "", "node name (trimmed; unique per controller)")
-	fs.StringVar(&o.controller, "controller", "", "controller /ws URL (wss://, or ws:// to loopback)")
+	fs.StringVar(&o.controller, "controller", "", "controller /ws URL (wss://, or ws:// to loopback); URL1,URL2,... for a cluster (failover, first preferred)")
 	fs.StringVar(&o.cwd, "cwd", "", "default working directory (default: the current directory)")
 	fs.Var(&o.roots, "allowed-root", "allowed file root: added to home without --policy; with --policy it must lie inside the file's allowed_roots and narrows them (repeatable)")
 	fs.StringVar(&o.capabilities, "capabilities", "", "comma-separated capability ceiling: all, or names such as "+strings.Join(hostcalls.AllCapabilities, ",")+" and any a module declares (e.g. kv)")
@@ -148,6 +150,18 @@ func parseNodeFlags(args []string, getenv func(string) string, stderr io.Writer)
 	if o.controller == "" {
 		fmt.Fprintln(stderr, "lemon node join: --controller is required")
 		return nil, 2
+	}
+	// --controller URL1,URL2,...: the first is preferred and pairs; the
+	// others are failover controllers of the same cluster.
+	if urls := strings.Split(o.controller, ","); len(urls) > 1 {
+		if len(urls) > worker.MaxControllerURLs {
+			fmt.Fprintf(stderr, "lemon node join: at most %d controller URLs\n", worker.MaxControllerURLs)
+			return nil, 2
+		}
+		for i := range urls {
+			urls[i] = strings.TrimSpace(urls[i])
+		}
+		o.controller, o.failover = urls[0], urls[1:]
 	}
 	if o.repair && (!o.pair || o.nodeID == "") {
 		fmt.Fprintln(stderr, "lemon node join: --repair needs --pair and --node-id")
@@ -357,7 +371,7 @@ func runNodeJoin(ctx context.Context, args []string, getenv func(string) string,
 	}
 	defer nh.Close()
 	w, err := worker.New(worker.Config{
-		ControllerURL: o.controller, AllowInsecureController: o.insecure,
+		ControllerURL: o.controller, FailoverURLs: o.failover, AllowInsecureController: o.insecure,
 		Name: id.name, NodeID: id.nodeID, Token: id.token,
 		ModuleCacheDir: filepath.Join(state, "modules"), LoadModules: nh.LoadModules, InitialSet: initial,
 		Capabilities: pol.Ceiling(), MaxPayload: o.maxPayload, Logger: log,
