@@ -101,13 +101,9 @@ func (c *conn) handleFanout(id string, params, ec json.RawMessage) {
 	if !c.requireScope(id, spec.Scope) {
 		return
 	}
-	args := bytes.TrimSpace(p.Args)
-	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if args[0] != '{' || json.Unmarshal(args, &fields) != nil {
-		c.respondErr(id, protocol.InvalidParams("args", "args must be a JSON object"))
+	args, fields, e := argsObject(p.Args)
+	if e != nil {
+		c.respondErr(id, e)
 		return
 	}
 	if _, has := fields["nodeId"]; has {

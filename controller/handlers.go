@@ -194,13 +194,9 @@ func (c *conn) genericInvoke(id string, params, ec json.RawMessage) {
 	if !c.requireScope(id, spec.Scope) {
 		return
 	}
-	args := bytes.TrimSpace(p.Args)
-	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if args[0] != '{' || json.Unmarshal(args, &fields) != nil {
-		c.respondErr(id, protocol.InvalidParams("args", "args must be a JSON object"))
+	args, fields, e := argsObject(p.Args)
+	if e != nil {
+		c.respondErr(id, e)
 		return
 	}
 	if raw, ok := fields["nodeId"]; ok {
@@ -223,6 +219,21 @@ func (c *conn) genericInvoke(id string, params, ec json.RawMessage) {
 		args = b.Bytes()
 	}
 	c.routeNodeMethod(id, spec, args, ec)
+}
+
+// argsObject reads the args of node.invoke and node.fanout: absent or
+// null is {}, anything but a JSON object is INVALID_PARAMS naming args.
+// It returns the args and their top-level members.
+func argsObject(raw json.RawMessage) (json.RawMessage, map[string]json.RawMessage, *protocol.Error) {
+	args := bytes.TrimSpace(raw)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if args[0] != '{' || json.Unmarshal(args, &fields) != nil {
+		return nil, nil, protocol.InvalidParams("args", "args must be a JSON object")
+	}
+	return args, fields, nil
 }
 
 // handleNodeRequest serves one request of a connected node.
