@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestAdv4GetTreeLocalSymlinkEscape: `lemon fs get -r` into an existing
+// local directory holding a symlink that leads out of it (link -> an
+// outside directory) must not write the node's file link/planted.txt
+// through that symlink: the tree is written through an os.Root of the
+// local directory, so the copy fails and the outside directory is
+// untouched.
+func TestAdv4GetTreeLocalSymlinkEscape(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	if err := os.MkdirAll(filepath.Join(d.cwd, "proj", "link"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.cwd, "proj", "link", "planted.txt"), []byte("from the node"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := t.TempDir()
+	outside := t.TempDir()
+	back := filepath.Join(local, "back")
+	// back exists, so the copy lands in back/proj (as cp -r).
+	if err := os.MkdirAll(filepath.Join(back, "proj"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(back, "proj", "link")); err != nil {
+		t.Fatal(err)
+	}
+	environ := env(d.op.home, "LEMON_OPERATOR_TOKEN="+d.token)
+	r := run(t, local, environ, nil, "fs", "--controller", d.url, "get", "-r", d.nodeName, "proj", back)
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 0 {
+		t.Fatalf("get -r wrote %d entries outside the local tree (first %q)", len(ents), ents[0].Name())
+	}
+	if r.code == 0 {
+		t.Fatalf("get -r through an escaping symlink: exit 0, want a failure; stderr %s", r.stderr)
+	}
+}
+
+// TestAdv4GetPartFileSymlink: a symlink planted at the name of a get's
+// part file (.NAME.lemon-get, in a shared directory, say) must not be
+// written through: the victim file it points at keeps its content.
+func TestAdv4GetPartFileSymlink(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	if err := os.WriteFile(filepath.Join(d.cwd, "f.txt"), []byte("from the node"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(local, "shared")
+	os.MkdirAll(shared, 0o755)
+	if err := os.Symlink(victim, filepath.Join(shared, ".f.txt.lemon-get")); err != nil {
+		t.Fatal(err)
+	}
+	environ := env(d.op.home, "LEMON_OPERATOR_TOKEN="+d.token)
+	for _, extra := range [][]string{nil, {"--resume"}} {
+		args := append([]string{"fs", "--controller", d.url, "get"}, extra...)
+		args = append(args, d.nodeName, "f.txt", filepath.Join(shared, "f.txt"))
+		r := run(t, local, environ, nil, args...)
+		if b, _ := os.ReadFile(victim); string(b) != "precious" {
+			t.Fatalf("get %v wrote through the part symlink: victim now %q", extra, b)
+		}
+		if r.code == 0 {
+			t.Fatalf("get %v with a symlinked part file: exit 0, want a failure", extra)
+		}
+	}
+}
