@@ -238,8 +238,8 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 	switch {
 	case a.Size < 0 || a.Size > protocol.FSMaxOffset:
 		return nil, protocol.InvalidParams("size", "size must be an integer from 0 to 9007199254740991")
-	case a.Mode > 0o7777:
-		return nil, protocol.InvalidParams("mode", "mode must be permission bits, 0 to 0o7777")
+	case !protocol.ValidTransferMode(a.Mode):
+		return nil, protocol.InvalidParams("mode", "mode must be permission bits, 0 to 0o1777 (no setuid or setgid)")
 	case a.MtimeMs < 0 || a.MtimeMs > protocol.FSMaxOffset:
 		return nil, protocol.InvalidParams("mtimeMs", "mtimeMs must be an integer from 0 to 9007199254740991")
 	case a.ExpectedModifiedAtMs < 0 || a.ExpectedModifiedAtMs > protocol.FSMaxOffset:

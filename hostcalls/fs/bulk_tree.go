@@ -270,7 +270,7 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit in
 		if e.Done {
 			break
 		}
-		if !protocol.ValidTreeName(e.Name) || e.Size < 0 || e.Size > protocol.FSMaxOffset || e.Mode > 0o7777 ||
+		if !protocol.ValidTreeName(e.Name) || e.Size < 0 || e.Size > protocol.FSMaxOffset || !protocol.ValidTransferMode(e.Mode) ||
 			e.MtimeMs < 0 || e.MtimeMs > protocol.FSMaxOffset {
 			return nil, protocol.InvalidParams("data", "malformed tree entry").WithRetry(true, true)
 		}
