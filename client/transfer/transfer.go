@@ -331,6 +331,22 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 	return out, nil
 }
 
+// ErrChanged is returned (wrapped) by a put whose local file changed (size
+// or mtime) while it was sent.
+var ErrChanged = errors.New("the file changed while it was sent; nothing was moved into place on the node")
+
+// unchanged reports ErrChanged if f's size or mtime differ from fi's.
+func unchanged(f *os.File, fi os.FileInfo) error {
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+		return ErrChanged
+	}
+	return nil
+}
+
 // placeIn moves part to final, both relative to root: with overwrite by
 // rename, else by a hard link (which fails if final exists, atomically)
 // and removing part.
@@ -454,6 +470,12 @@ func (c *Client) Put(ctx context.Context, local, remote string, o Options) (*pro
 		if o.Progress != nil {
 			o.Progress(int64(n))
 		}
+	}
+	// A local writer that changed the file while it was read makes a torn
+	// copy whose sha256 still matches the bytes sent: the end is not sent,
+	// so the node moves nothing into place (its part file stays).
+	if err := unchanged(f, fi); err != nil {
+		return nil, fmt.Errorf("%s: %w", local, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	eb, _ := json.Marshal(protocol.TransferEnd{SHA256: sum})

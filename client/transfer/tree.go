@@ -365,6 +365,9 @@ func (c *Client) putOne(ctx context.Context, ws *websocket.Conn, res <-chan call
 			o.Progress(int64(n))
 		}
 	}
+	if err := unchanged(f, fi); err != nil {
+		return "", err
+	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if err := writeJSON(ws, protocol.TransferEntry{SHA256: sum}); err != nil {
 		return "", c.interrupted(ctx, res, err)

@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"lemon/client"
+	"lemon/client/transfer"
 )
 
 // TestAdv4GetTreeLocalSymlinkEscape: `lemon fs get -r` into an existing
@@ -71,4 +76,38 @@ func TestAdv4GetPartFileSymlink(t *testing.T) {
 			t.Fatalf("get %v with a symlinked part file: exit 0, want a failure", extra)
 		}
 	}
+}
+
+// TestAdv4PutRacingLocalWriter: a local writer that changes the file in
+// the middle of a put (same size, new bytes) must not leave a torn copy
+// on the node reported as a success: the put fails with ErrChanged and
+// nothing is at the remote name.
+func TestAdv4PutRacingLocalWriter(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	src := filepath.Join(t.TempDir(), "src.bin")
+	pseudoRandomFile(t, src, 4<<20)
+	conn, err := client.Dial(context.Background(), d.url, client.Options{Token: d.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tc := &transfer.Client{Conn: conn, Node: d.nodeID}
+	wrote := false
+	_, err = tc.Put(context.Background(), src, "dst.bin", transfer.Options{Progress: func(int64) {
+		if wrote {
+			return
+		}
+		wrote = true
+		f, err := os.OpenFile(src, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.WriteAt([]byte("a local writer was here"), 0)
+		f.Close()
+	}})
+	if !errors.Is(err, transfer.ErrChanged) {
+		t.Fatalf("put of a file changed mid-transfer: %v, want ErrChanged", err)
+	}
+	mustNotExist(t, filepath.Join(d.cwd, "dst.bin"))
 }
