@@ -236,6 +236,18 @@ func offsetField(field string, v int64) *Error {
 	return nil
 }
 
+// ValidMtimeMs reports whether a put may give a file the mtime m (ms
+// since the epoch; files from before 1970 have negative ones; 0 means
+// now): |m| ≤ FSMaxOffset.
+func ValidMtimeMs(m int64) bool { return m >= -FSMaxOffset && m <= FSMaxOffset }
+
+func mtimeField(v int64) *Error {
+	if !ValidMtimeMs(v) {
+		return InvalidParams("mtimeMs", "mtimeMs must be an integer from -9007199254740991 to 9007199254740991")
+	}
+	return nil
+}
+
 // ValidateFSTransferGet checks node.fs.transfer.get params.
 func ValidateFSTransferGet(params json.RawMessage) *Error {
 	var p FSTransferGetParams
@@ -273,7 +285,7 @@ func ValidateFSTransferPut(params json.RawMessage) *Error {
 		return e
 	}
 	for _, e := range []*Error{secretField("transferKey", p.TransferKey, true), offsetField("size", p.Size),
-		offsetField("mtimeMs", p.MtimeMs), offsetField("expectedModifiedAtMs", p.ExpectedModifiedAtMs),
+		mtimeField(p.MtimeMs), offsetField("expectedModifiedAtMs", p.ExpectedModifiedAtMs),
 		secretField("dataTicket", p.DataTicket, false)} {
 		if e != nil {
 			return e

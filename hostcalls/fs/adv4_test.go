@@ -70,3 +70,35 @@ func TestAdv4TransferModeNoSetuid(t *testing.T) {
 		t.Fatalf("a setuid tree entry landed: %v", err)
 	}
 }
+
+// TestAdv4TransferMtimeExtremes: a put of a file from before 1970
+// (negative mtimeMs) lands with that mtime instead of being refused, at
+// the bound -FSMaxOffset the params pass and one past they are refused,
+// and the largest mtime does not overflow into a wrong one.
+func TestAdv4TransferMtimeExtremes(t *testing.T) {
+	for m, ok := range map[int64]bool{-protocol.FSMaxOffset: true, -protocol.FSMaxOffset - 1: false,
+		protocol.FSMaxOffset: true, protocol.FSMaxOffset + 1: false, -1: true} {
+		params, _ := json.Marshal(protocol.FSTransferPutParams{NodeID: "node-1", Path: "f", Size: 1, MtimeMs: m,
+			TransferKey: ticket})
+		if e := protocol.ValidateFSTransferPut(params); (e == nil) != ok {
+			t.Errorf("mtimeMs %d: %v, want ok=%v", m, e, ok)
+		}
+	}
+	if ts := msTimespec(-1); ts.Sec != -1 || ts.Nsec != 999_000_000 {
+		t.Errorf("msTimespec(-1) = %+v", ts)
+	}
+	if ts := msTimespec(protocol.FSMaxOffset); ts.Sec != protocol.FSMaxOffset/1000 || ts.Nsec != 991_000_000 {
+		t.Errorf("msTimespec(max) = %+v", ts)
+	}
+	e := newEnv(t, nil, "root")
+	root := filepath.Join(e.tmp, "root")
+	data := []byte("x")
+	const old = -86_400_123 // 1969-12-30T23:59:59.877Z
+	if _, err := e.f.Receive(withCaller(t, putScript(data, sumHex(data), nil)),
+		contract.FSReceiveArgs{Path: "old", Size: 1, MtimeMs: old, DataTicket: ticket}); err != nil {
+		t.Fatalf("put with mtimeMs %d: %v", old, err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "old")); err != nil || fi.ModTime().UnixMilli() != old {
+		t.Fatalf("mtime after put: %v %v, want %d", fi.ModTime().UnixMilli(), err, old)
+	}
+}
