@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"lemon/client"
 	"lemon/client/transfer"
@@ -110,4 +111,28 @@ func TestAdv4PutRacingLocalWriter(t *testing.T) {
 		t.Fatalf("put of a file changed mid-transfer: %v, want ErrChanged", err)
 	}
 	mustNotExist(t, filepath.Join(d.cwd, "dst.bin"))
+}
+
+// TestAdv4PutPre1970: `lemon fs put` of a file whose mtime is before 1970
+// lands with that mtime (the fs module's declared params and the node
+// accept a negative mtimeMs); it was refused as invalid_params.
+func TestAdv4PutPre1970(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	local := t.TempDir()
+	src := filepath.Join(local, "old.txt")
+	if err := os.WriteFile(src, []byte("punched cards"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mt := time.Date(1969, 7, 20, 20, 17, 40, 0, time.UTC)
+	if err := os.Chtimes(src, mt, mt); err != nil {
+		t.Fatal(err)
+	}
+	environ := env(d.op.home, "LEMON_OPERATOR_TOKEN="+d.token)
+	if r := run(t, local, environ, nil, "fs", "--controller", d.url, "put", d.nodeName, src, "old.txt"); r.code != 0 {
+		t.Fatalf("put of a 1969 file: exit %d %s", r.code, r.stderr)
+	}
+	fi, err := os.Stat(filepath.Join(d.cwd, "old.txt"))
+	if err != nil || !fi.ModTime().Equal(mt) {
+		t.Fatalf("node file mtime %v (%v), want %v", fi.ModTime(), err, mt)
+	}
 }
