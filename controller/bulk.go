@@ -140,6 +140,19 @@ func trimJSON(b []byte) []byte {
 // its caller side. nil: no such request, or already claimed.
 func (th *transferHub) claimCaller(ctx context.Context, key string) *rendezvous {
 	th.mu.Lock()
+	// A key whose request is already registered is claimed at once: only
+	// a socket that has to wait counts against TransferMaxPending, so
+	// sockets presenting unknown keys cannot lock out the callers of
+	// requests in flight.
+	if rv := th.byKey[key]; rv != nil {
+		ok := !rv.callerTaken
+		rv.callerTaken = true
+		th.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		return rv
+	}
 	if th.waiting >= protocol.TransferMaxPending {
 		th.mu.Unlock()
 		return nil

@@ -237,6 +237,28 @@ func (f *federation) claim(c *conn, nodeID string, gen uint64, paired bool) *pro
 		"the cluster state is unavailable; try again").WithRetry(true, false)
 	ctx, cancel := context.WithTimeout(f.ctx, kvOpTimeout)
 	defer cancel()
+	revoked := protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
+		"the node session was revoked by a newer pairing")
+	if paired {
+		// The node record in KV, not this controller's copy: a re-pairing
+		// approved on another controller a moment ago may not have reached
+		// this registry through the watch yet, and the holder record only
+		// learns the new generation once the new session connects.
+		ent, err := f.be.kv[bucketNodes].Get(ctx, nodeID)
+		switch {
+		case err == nil:
+			var env kvEnvelope
+			var nr struct {
+				Generation uint64 `json:"generation"`
+			}
+			if json.Unmarshal(ent.Value(), &env) == nil && json.Unmarshal(env.Value, &nr) == nil && nr.Generation > gen {
+				return revoked
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			return unavailable
+		}
+	}
 	for try := 0; try < 16; try++ {
 		var cur holderRecord
 		var rev uint64
@@ -252,8 +274,7 @@ func (f *federation) claim(c *conn, nodeID string, gen uint64, paired bool) *pro
 			return unavailable
 		}
 		if paired && cur.Generation > gen {
-			return protocol.DomainError(protocol.CodeUnauthorized, protocol.DomainSessionRevoked,
-				"the node session was revoked by a newer pairing")
+			return revoked
 		}
 		next := holderRecord{Epoch: cur.Epoch + 1, Generation: gen, Holder: f.name}
 		if !paired {

@@ -81,7 +81,7 @@ type FSTransferGetParams struct {
 }
 
 // FSTransferPutParams are the params of node.fs.transfer.put. Size is the
-// whole file's length in bytes; Mode (permission bits, 0 to 0o7777) and
+// whole file's length in bytes; Mode (permission bits, 0 to 0o1777: no setuid or setgid) and
 // MtimeMs (ms since the epoch, 0: now) are given to the file before it is
 // moved into place. ExpectedModifiedAtMs and Overwrite are node.fs.write's
 // and node.fs.move's compare-and-swap rule for the final name: absent or 0
@@ -236,6 +236,18 @@ func offsetField(field string, v int64) *Error {
 	return nil
 }
 
+// ValidMtimeMs reports whether a put may give a file the mtime m (ms
+// since the epoch; files from before 1970 have negative ones; 0 means
+// now): |m| ≤ FSMaxOffset.
+func ValidMtimeMs(m int64) bool { return m >= -FSMaxOffset && m <= FSMaxOffset }
+
+func mtimeField(v int64) *Error {
+	if !ValidMtimeMs(v) {
+		return InvalidParams("mtimeMs", "mtimeMs must be an integer from -9007199254740991 to 9007199254740991")
+	}
+	return nil
+}
+
 // ValidateFSTransferGet checks node.fs.transfer.get params.
 func ValidateFSTransferGet(params json.RawMessage) *Error {
 	var p FSTransferGetParams
@@ -273,20 +285,26 @@ func ValidateFSTransferPut(params json.RawMessage) *Error {
 		return e
 	}
 	for _, e := range []*Error{secretField("transferKey", p.TransferKey, true), offsetField("size", p.Size),
-		offsetField("mtimeMs", p.MtimeMs), offsetField("expectedModifiedAtMs", p.ExpectedModifiedAtMs),
+		mtimeField(p.MtimeMs), offsetField("expectedModifiedAtMs", p.ExpectedModifiedAtMs),
 		secretField("dataTicket", p.DataTicket, false)} {
 		if e != nil {
 			return e
 		}
 	}
-	if p.Mode > 0o7777 {
-		return InvalidParams("mode", "mode must be permission bits, 0 to 4095")
+	if !ValidTransferMode(p.Mode) {
+		return InvalidParams("mode", "mode must be permission bits, 0 to 0o1777 (no setuid or setgid)")
 	}
 	if p.Tree && (p.Size != 0 || p.Mode != 0 || p.MtimeMs != 0 || p.ExpectedModifiedAtMs != 0 || p.Resume) {
 		return InvalidParams("tree", "a tree put takes no size, mode, mtimeMs, expectedModifiedAtMs or resume")
 	}
 	return nil
 }
+
+// ValidTransferMode reports whether a put may give a file mode m:
+// permission bits and the sticky bit, never setuid or setgid (0o6000): a
+// transfer copies data, it does not hand out privileges on the node
+// (docs/FS.md, "Transfers").
+func ValidTransferMode(m uint32) bool { return m <= 0o7777 && m&0o6000 == 0 }
 
 func init() {
 	deadline := func(json.RawMessage) time.Duration { return TransferDeadlineMs * time.Millisecond }

@@ -44,7 +44,8 @@ func TestValidateFSTransferBounds(t *testing.T) {
 		p     map[string]any
 		field string // "" = accepted
 	}{
-		{false, map[string]any{"size": FSMaxOffset, "mode": 0o7777}, ""},
+		{false, map[string]any{"size": FSMaxOffset, "mode": 0o1777}, ""},
+		{false, map[string]any{"size": 1, "mode": 0o2000}, "mode"},
 		{false, map[string]any{"size": FSMaxOffset + 1}, "size"},
 		{false, map[string]any{"size": 1, "mode": 0o7777 + 1}, "mode"},
 		{false, map[string]any{"tree": true}, ""},

@@ -203,16 +203,32 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 	if _, err := os.Lstat(local); err == nil && !o.Overwrite {
 		return nil, fmt.Errorf("%s: %w", local, ErrExists)
 	}
-	part := LocalPart(local)
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
+	// The part file is opened in local's directory through a root, and
+	// only as a regular file: a symlink planted at its name (in a shared
+	// directory, say) is refused, never written through.
+	root, err := os.OpenRoot(filepath.Dir(local))
 	if err != nil {
 		return nil, err
+	}
+	defer root.Close()
+	name := filepath.Base(local)
+	part := LocalPart(name)
+	if fi, err := root.Lstat(part); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: the part file's name is taken by something not a regular file", LocalPart(local))
+	}
+	f, err := root.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: the part file's name is taken by something not a regular file", LocalPart(local))
 	}
 	keep := false
 	defer func() {
 		f.Close()
 		if !keep || ctx.Err() != nil {
-			os.Remove(part)
+			root.Remove(part)
 		}
 	}()
 	h := sha256.New()
@@ -238,7 +254,7 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 		// The node's file changed: start again from the beginning.
 		o.Resume = false
 		f.Close()
-		os.Remove(part)
+		root.Remove(part)
 		return c.Get(ctx, remote, local, o)
 	}
 	if err != nil {
@@ -305,29 +321,46 @@ func (c *Client) Get(ctx context.Context, remote, local string, o Options) (*pro
 		return nil, err
 	}
 	mt := time.UnixMilli(out.MtimeMs)
-	if err := os.Chtimes(part, mt, mt); err != nil {
+	if err := root.Chtimes(part, mt, mt); err != nil {
 		return nil, err
 	}
-	if err := place(part, local, o.Overwrite); err != nil {
+	if err := placeIn(root, part, name, o.Overwrite); err != nil {
 		return nil, err
 	}
 	keep = true
 	return out, nil
 }
 
-// place moves part to final: with overwrite by rename, else by a hard link
-// (which fails if final exists, atomically) and removing part.
-func place(part, final string, overwrite bool) error {
-	if overwrite {
-		return os.Rename(part, final)
+// ErrChanged is returned (wrapped) by a put whose local file changed (size
+// or mtime) while it was sent.
+var ErrChanged = errors.New("the file changed while it was sent; nothing was moved into place on the node")
+
+// unchanged reports ErrChanged if f's size or mtime differ from fi's.
+func unchanged(f *os.File, fi os.FileInfo) error {
+	now, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	if err := os.Link(part, final); err != nil {
+	if now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+		return ErrChanged
+	}
+	return nil
+}
+
+// placeIn moves part to final, both relative to root: with overwrite by
+// rename, else by a hard link (which fails if final exists, atomically)
+// and removing part.
+func placeIn(root *os.Root, part, final string, overwrite bool) error {
+	if overwrite {
+		return root.Rename(part, final)
+	}
+	if err := root.Link(part, final); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("%s: %w", final, ErrExists)
 		}
 		return err
 	}
-	return os.Remove(part)
+	return root.Remove(part)
 }
 
 // interrupted returns the request's error if it has one by now (it says
@@ -437,6 +470,12 @@ func (c *Client) Put(ctx context.Context, local, remote string, o Options) (*pro
 		if o.Progress != nil {
 			o.Progress(int64(n))
 		}
+	}
+	// A local writer that changed the file while it was read makes a torn
+	// copy whose sha256 still matches the bytes sent: the end is not sent,
+	// so the node moves nothing into place (its part file stays).
+	if err := unchanged(f, fi); err != nil {
+		return nil, fmt.Errorf("%s: %w", local, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	eb, _ := json.Marshal(protocol.TransferEnd{SHA256: sum})

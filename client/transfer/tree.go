@@ -54,6 +54,14 @@ func (c *Client) GetTree(ctx context.Context, remote, local string, o TreeOption
 	if err := os.MkdirAll(local, 0o700); err != nil {
 		return nil, err
 	}
+	// Every local operation goes through root: a symlink already in the
+	// local tree that leads out of it (say link -> ~/.ssh) is refused, so
+	// the node's names cannot write outside local (docs/FS.md, "Transfers").
+	root, err := os.OpenRoot(local)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	ws, res, err := c.start(ctx, protocol.MethodFSTransferGet, map[string]any{"path": remote, "tree": true})
 	if err != nil {
 		return nil, err
@@ -82,15 +90,15 @@ func (c *Client) GetTree(ctx context.Context, remote, local string, o TreeOption
 		if !protocol.ValidTreeName(e.Name) {
 			return nil, errors.New("the node sent a malformed tree entry")
 		}
-		lp := filepath.Join(local, filepath.FromSlash(e.Name))
+		lp := filepath.FromSlash(e.Name) // relative to root
 		if e.Dir {
-			if err := os.Mkdir(lp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := root.Mkdir(lp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return nil, err
 			}
 			dirs = append(dirs, localDirMeta{lp, e.Mode, e.MtimeMs})
 			continue
 		}
-		sum, err := c.getOne(ctx, ws, res, lp, e, o, buf)
+		sum, err := c.getOne(ctx, ws, res, root, lp, e, o, buf)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.Name, err)
 		}
@@ -109,19 +117,26 @@ func (c *Client) GetTree(ctx context.Context, remote, local string, o TreeOption
 	}
 	sort.Slice(dirs, func(i, k int) bool { return len(dirs[i].path) > len(dirs[k].path) })
 	for _, d := range dirs {
-		os.Chmod(d.path, os.FileMode(d.mode&0o777))
+		root.Chmod(d.path, os.FileMode(d.mode&0o777))
 		t := time.UnixMilli(d.mtimeMs)
-		os.Chtimes(d.path, t, t)
+		root.Chtimes(d.path, t, t)
 	}
 	return out, nil
 }
 
-func (c *Client) getOne(ctx context.Context, ws *websocket.Conn, res <-chan callResult, lp string, e protocol.TransferEntry, o TreeOptions, buf []byte) (string, error) {
-	if _, err := os.Lstat(lp); err == nil && !o.Overwrite {
+// getOne receives one file of a tree into lp, a path relative to root.
+func (c *Client) getOne(ctx context.Context, ws *websocket.Conn, res <-chan callResult, root *os.Root, lp string, e protocol.TransferEntry, o TreeOptions, buf []byte) (string, error) {
+	if _, err := root.Lstat(lp); err == nil && !o.Overwrite {
 		return "", ErrExists
 	}
+	// A fresh part file: whatever has its name (a leftover part, or a
+	// symlink planted to redirect the write) is removed, not written
+	// through.
 	part := LocalPart(lp)
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	f, err := root.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -129,7 +144,7 @@ func (c *Client) getOne(ctx context.Context, ws *websocket.Conn, res <-chan call
 	defer func() {
 		f.Close()
 		if !ok {
-			os.Remove(part)
+			root.Remove(part)
 		}
 	}()
 	h := sha256.New()
@@ -170,10 +185,10 @@ func (c *Client) getOne(ctx context.Context, ws *websocket.Conn, res <-chan call
 		return "", err
 	}
 	mt := time.UnixMilli(e.MtimeMs)
-	if err := os.Chtimes(part, mt, mt); err != nil {
+	if err := root.Chtimes(part, mt, mt); err != nil {
 		return "", err
 	}
-	if err := place(part, lp, o.Overwrite); err != nil {
+	if err := placeIn(root, part, lp, o.Overwrite); err != nil {
 		return "", err
 	}
 	ok = true
@@ -349,6 +364,9 @@ func (c *Client) putOne(ctx context.Context, ws *websocket.Conn, res <-chan call
 		if o.Progress != nil {
 			o.Progress(int64(n))
 		}
+	}
+	if err := unchanged(f, fi); err != nil {
+		return "", err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if err := writeJSON(ws, protocol.TransferEntry{SHA256: sum}); err != nil {

@@ -227,6 +227,16 @@ func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*protocol.F
 	return f.receive(ctx, a, 0)
 }
 
+// msTimespec is the timespec of m ms since the epoch, for every m a put
+// accepts (|m| ≤ protocol.FSMaxOffset; m × 1e6 ns would overflow int64).
+func msTimespec(m int64) unix.Timespec {
+	sec, ms := m/1000, m%1000
+	if ms < 0 {
+		sec, ms = sec-1, ms+1000
+	}
+	return unix.Timespec{Sec: sec, Nsec: ms * int64(time.Millisecond)}
+}
+
 // receive is Receive refusing files larger than limit bytes (0: no limit).
 func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*protocol.FSTransferResult, error) {
 	if a.Tree {
@@ -238,10 +248,10 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 	switch {
 	case a.Size < 0 || a.Size > protocol.FSMaxOffset:
 		return nil, protocol.InvalidParams("size", "size must be an integer from 0 to 9007199254740991")
-	case a.Mode > 0o7777:
-		return nil, protocol.InvalidParams("mode", "mode must be permission bits, 0 to 0o7777")
-	case a.MtimeMs < 0 || a.MtimeMs > protocol.FSMaxOffset:
-		return nil, protocol.InvalidParams("mtimeMs", "mtimeMs must be an integer from 0 to 9007199254740991")
+	case !protocol.ValidTransferMode(a.Mode):
+		return nil, protocol.InvalidParams("mode", "mode must be permission bits, 0 to 0o1777 (no setuid or setgid)")
+	case !protocol.ValidMtimeMs(a.MtimeMs):
+		return nil, protocol.InvalidParams("mtimeMs", "mtimeMs must be an integer from -9007199254740991 to 9007199254740991")
 	case a.ExpectedModifiedAtMs < 0 || a.ExpectedModifiedAtMs > protocol.FSMaxOffset:
 		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs must be an integer from 0 to 9007199254740991")
 	case !protocol.ValidTransferSecret(a.DataTicket):
@@ -367,8 +377,8 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 			return nil, protocol.AsError(mapErrno(err)).WithRetry(true, true)
 		}
 	}
-	if a.MtimeMs > 0 {
-		if err := futimens(pfd, unix.NsecToTimespec(a.MtimeMs*int64(time.Millisecond))); err != nil {
+	if a.MtimeMs != 0 {
+		if err := futimens(pfd, msTimespec(a.MtimeMs)); err != nil {
 			return nil, protocol.AsError(mapErrno(err)).WithRetry(true, true)
 		}
 	}

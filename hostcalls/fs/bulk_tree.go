@@ -9,7 +9,6 @@ import (
 	"io"
 	"runtime"
 	"sort"
-	"time"
 
 	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
@@ -270,8 +269,8 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit in
 		if e.Done {
 			break
 		}
-		if !protocol.ValidTreeName(e.Name) || e.Size < 0 || e.Size > protocol.FSMaxOffset || e.Mode > 0o7777 ||
-			e.MtimeMs < 0 || e.MtimeMs > protocol.FSMaxOffset {
+		if !protocol.ValidTreeName(e.Name) || e.Size < 0 || e.Size > protocol.FSMaxOffset || !protocol.ValidTransferMode(e.Mode) ||
+			!protocol.ValidMtimeMs(e.MtimeMs) {
 			return nil, protocol.InvalidParams("data", "malformed tree entry").WithRetry(true, true)
 		}
 		if limit > 0 && e.Size > limit {
@@ -332,8 +331,8 @@ func (f *FS) receiveOne(conn *websocket.Conn, p string, e protocol.TransferEntry
 	if err := unix.Fchmod(pfd, e.Mode); err != nil {
 		return "", mapErrno(err)
 	}
-	if e.MtimeMs > 0 {
-		if err := futimens(pfd, unix.NsecToTimespec(e.MtimeMs*int64(time.Millisecond))); err != nil {
+	if e.MtimeMs != 0 {
+		if err := futimens(pfd, msTimespec(e.MtimeMs)); err != nil {
 			return "", mapErrno(err)
 		}
 	}

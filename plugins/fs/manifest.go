@@ -66,7 +66,7 @@ var manifest = sdk.Manifest{
 		{Name: protocol.MethodFSTransferPut, Version: 1, Capability: "write", Scope: protocol.ScopeAdmin, Retry: protocol.RetryMutation,
 			DeadlineMs: protocol.TransferDeadlineMs,
 			Params: sdk.Params(map[string]*sdk.Schema{"path": fsPath, "transferKey": fsSecret, "size": fsOffset,
-				"mode": sdk.Integer(0, 0o7777), "mtimeMs": fsOffset, "expectedModifiedAtMs": fsOffset,
+				"mode": sdk.Integer(0, 0o1777), "mtimeMs": sdk.Integer(-protocol.FSMaxOffset, protocol.FSMaxOffset), "expectedModifiedAtMs": fsOffset,
 				"overwrite": sdk.Boolean(), "mkdirs": sdk.Boolean(), "resume": sdk.Boolean(), "tree": sdk.Boolean(),
 				"dataTicket": fsSecret}, "path", "transferKey")},
 	},
