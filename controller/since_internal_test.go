@@ -44,3 +44,20 @@ func TestUIOnlineSince(t *testing.T) {
 		t.Fatalf("node page, want %s:\n%.3000s", want, body)
 	}
 }
+
+// The console has an embedded SVG icon under 1 KB, linked from every
+// page, and /favicon.ico points to it: no 404 in the browser.
+func TestUIFavicon(t *testing.T) {
+	ts := startServer(t, testConfig())
+	b := newUIBrowser(t, ts)
+	resp, body := b.get("/ui/static/favicon.svg")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" || len(body) >= 1024 || !strings.HasPrefix(body, "<svg ") {
+		t.Fatalf("icon: %d %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
+	}
+	if _, body = b.get("/ui/login"); !strings.Contains(body, `<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">`) {
+		t.Fatalf("login page has no icon link:\n%.1000s", body)
+	}
+	if resp, _ = b.get("/favicon.ico"); resp.StatusCode != 301 || resp.Header.Get("Location") != "/ui/static/favicon.svg" {
+		t.Fatalf("/favicon.ico: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
