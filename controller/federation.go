@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -476,6 +477,27 @@ func (f *federation) refreshSession(token string) bool {
 	f.s.reg.applyRemote(bucketNodes, sr.NodeID, nenv.Value, false)
 	f.s.reg.applyRemote(bucketSessions, key, env.Value, false)
 	return true
+}
+
+// holderName is the cluster name (--cluster-name) of the controller
+// holding the node's socket, or "" when none is known.
+func (f *federation) holderName(nodeID string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.remote[nodeID].Holder
+}
+
+// transferNotRouted is the refusal of a transfer to a node whose socket
+// another controller holds (docs/CLUSTER.md, "Limits"), naming that
+// controller by its cluster name when known. Nothing was sent: it is
+// retry-safe, and there is nothing to resume.
+func transferNotRouted(holder string) *protocol.Error {
+	who := "another controller of the cluster"
+	if holder != "" {
+		who = fmt.Sprintf("controller %q of the cluster", holder)
+	}
+	return protocol.DomainError(protocol.CodeUnavailable, protocol.DomainTransferNotRouted,
+		"this node's socket is held by "+who+": run the transfer through that controller").WithRetry(true, false)
 }
 
 // held reports whether some controller holds the node's socket (its

@@ -458,13 +458,20 @@ func (r *registry) stillServes(nodeID string, c *conn, gen uint64) bool {
 // on another controller.
 func (e *nodeEntry) online() bool { return e.live != nil || e.remoteOnline }
 
+// summary is the node's list entry. A node another controller of the
+// cluster holds has no connect time here: its LastSeenAtMs, which the
+// holder stamped when the node connected (and replicated), stands for it.
 func (e *nodeEntry) summary() protocol.NodeSummary {
+	connected := e.connectedAtMs
+	if e.live == nil && e.remoteOnline {
+		connected = e.rec.LastSeenAtMs
+	}
 	return protocol.NodeSummary{
 		NodeID:        e.rec.ID,
 		Name:          e.rec.Name,
 		Online:        e.online(),
 		Identity:      e.rec.Identity,
-		ConnectedAtMs: e.connectedAtMs,
+		ConnectedAtMs: connected,
 		LastSeenAtMs:  e.rec.LastSeenAtMs,
 	}
 }

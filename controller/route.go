@@ -158,8 +158,7 @@ func (c *conn) routeNodeMethod(id string, spec routeSpec, params, ec json.RawMes
 		if isTransferMethod(spec.Name) {
 			// A transfer's data connections meet at the controller holding
 			// the node's socket (docs/CLUSTER.md, "Limits").
-			c.respondErr(id, protocol.DomainError(protocol.CodeUnavailable, protocol.DomainTransferNotRouted,
-				"this node's socket is held by another controller of the cluster: run the transfer through that controller").WithRetry(true, false))
+			c.respondErr(id, transferNotRouted(c.s.fed.holderName(nodeID)))
 			return
 		}
 		c.noteCall(id, nodeID, invokeID)

@@ -109,6 +109,9 @@ func newConsole(s *Server) *console {
 func (cs *console) mount(mux *http.ServeMux) {
 	mux.Handle("/ui/", cs)
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
+	// A browser that asks for the site's icon at the root gets the
+	// console's (docs/CONSOLE.md).
+	mux.Handle("/favicon.ico", http.RedirectHandler("/ui/static/favicon.svg", http.StatusMovedPermanently))
 }
 
 // securityHeaders are set on every /ui answer (docs/CONSOLE.md).

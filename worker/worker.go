@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	neturl "net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -323,6 +324,18 @@ var fatalCodes = map[string]bool{
 // MaxControllerURLs bounds the controller URLs a worker takes.
 const MaxControllerURLs = 16
 
+// logURL is a controller URL as logged: scheme, host and path, without
+// userinfo, query or fragment (which could carry a credential), e.g.
+// "wss://b.example:7777/ws"; "(invalid URL)" if it does not parse.
+func logURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
 func (w *Worker) session(ctx context.Context, url string) sessionResult {
 	defer w.online.Store(false)
 	disp, digest := w.current()
@@ -393,7 +406,7 @@ func (w *Worker) session(ctx context.Context, url string) sessionResult {
 	// The log line comes first, so whoever sees this session serve a call
 	// also finds the line. Invocations that arrived before Dial returned
 	// start now.
-	w.log.Info("connected to controller", "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
+	w.log.Info("connected to controller", "url", logURL(url), "connId", hello.Server.ConnID, "nodeId", s.nodeID, "methods", len(methods))
 	w.online.Store(true)
 	close(s.readyCh)
 	connectedAt := time.Now()

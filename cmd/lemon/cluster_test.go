@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 )
@@ -33,5 +34,27 @@ func TestControllerClusterFlagErrors(t *testing.T) {
 		if s := out.String(); !strings.Contains(s, c.want) || strings.Contains(s, "canary") {
 			t.Errorf("%v: stderr %q, want %q and no secret", c.args, s, c.want)
 		}
+	}
+}
+
+// A clustered controller says it waits for JetStream before the buckets
+// exist (a cluster of one here), then goes on to listen.
+func TestControllerClusterSaysItWaitsForJetStream(t *testing.T) {
+	t.Setenv("LEMON_CLUSTER_SECRET", "cluster-secret-0123456789abcdef")
+	t.Setenv("LEMON_CLUSTER_SECRET_FILE", "")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var out bytes.Buffer
+	args := []string{"--listen", busy.Addr().String(), "--state", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--cluster-name", "c1"}
+	if code := runController(args, func(string) string { return "" }, &out); code != 1 {
+		t.Fatalf("exit %d, want 1 (listen address busy)\n%s", code, out.String())
+	}
+	s := out.String()
+	w := strings.Index(s, "lemon controller: waiting for the cluster's JetStream (peers, buckets)\n")
+	if w < 0 || w > strings.Index(s, "cannot listen on") {
+		t.Fatalf("stderr %q", s)
 	}
 }

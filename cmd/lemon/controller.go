@@ -177,6 +177,12 @@ func runController(args []string, getenv func(string) string, stderr io.Writer) 
 		return 1
 	}
 	defer stopCluster()
+	if cfg.Cluster != nil {
+		// controller.New waits until the KV buckets can be created, which
+		// takes the JetStream leader elections (docs/CLUSTER.md).
+		obs.notice(stderr, "lemon controller", "waiting for the cluster's JetStream (peers, buckets)",
+			"waiting for the cluster's JetStream", "cluster", cfg.Cluster.Name)
+	}
 	srv, err := controller.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lemon controller: %v\n", err)

@@ -54,7 +54,8 @@ type fanoutLine struct {
 
 // runFanout is lemon call --all/--nodes: one node.fanout request, one JSON
 // line per node.fanout.result event, then the summary. Exit 1 when the
-// fan-out is refused or any node failed.
+// fan-out is refused, matched no node ("lemon call: no node matched" on
+// stderr) or any node failed.
 func runFanout(ctx context.Context, sess operatorSession, method string, args json.RawMessage, f protocol.NodeFilter, concurrency int, stdout, stderr io.Writer) int {
 	var (
 		mu     sync.Mutex
@@ -105,6 +106,11 @@ func runFanout(ctx context.Context, sess operatorSession, method string, args js
 	mu.Lock()
 	defer mu.Unlock()
 	stdout.Write(append(b, '\n'))
+	if sum.Total == 0 {
+		// A filter that matched nothing did nothing: not a success.
+		fmt.Fprintln(stderr, "lemon call: no node matched")
+		return 1
+	}
 	if sum.Failed > 0 || failed > 0 {
 		return 1
 	}

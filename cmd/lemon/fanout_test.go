@@ -93,6 +93,11 @@ func TestCallAllAndNodesFanout(t *testing.T) {
 	if code != 0 || len(nodes) != 2 || sum.OK != 2 || nodes[0].Name[:5] != "cli-a" {
 		t.Fatalf("--nodes name=CLI-A,online: code %d, %+v", code, nodes)
 	}
+	// A filter that matches no node is a failure, said on stderr.
+	code, out, errOut = runCallT([]string{"--nodes", "name=zz", "node.host.info"}, e, "")
+	if nodes, sum = lines(out); code != 1 || len(nodes) != 0 || sum.Total != 0 || errOut != "lemon call: no node matched\n" {
+		t.Fatalf("--nodes name=zz: code %d, %+v, stderr %q", code, sum, errOut)
+	}
 	for _, bad := range [][]string{
 		{"--all", "--nodes", "online", "node.host.info"},
 		{"--nodes", "bogus", "node.host.info"},

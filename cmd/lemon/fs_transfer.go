@@ -32,7 +32,9 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 	tc := &transfer.Client{Conn: c.conn, Node: c.node}
 	prog := newTreeProgress(os.Stderr)
 	defer prog.stop()
-	o := transfer.Options{Overwrite: fl.overwrite, Mkdirs: fl.mkdirs, Resume: fl.resume, Progress: prog.add}
+	var moved atomic.Int64 // bytes moved, a resumed prefix included: a put's part file exists on the node once > 0
+	o := transfer.Options{Overwrite: fl.overwrite, Mkdirs: fl.mkdirs, Resume: fl.resume,
+		Progress: func(n int64) { moved.Add(n); prog.add(n) }}
 	if !fl.recursive {
 		o.OnResume = func(off int64) { fmt.Fprintf(os.Stderr, "lemon fs: resuming from byte %d\n", off) }
 	}
@@ -48,10 +50,13 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 				dst = filepath.Join(dst, path.Base(st.Path))
 			}
+			if dir := filepath.Dir(dst); !dirExists(dir) {
+				return fmt.Errorf("local directory %s does not exist", dir)
+			}
 			prog.start(st.Size, 1)
 			var err error
 			datadial.RunBulk(func() { _, err = tc.Get(ctx, src, dst, o) })
-			return transferError(err, dst)
+			return transferError(err, "get", dst, 0)
 		}
 		fi, err := os.Stat(src)
 		if err != nil {
@@ -60,9 +65,15 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 		if fi.IsDir() {
 			return errors.New("the local path is a directory: pass -r to copy a tree")
 		}
+		// As get and cp: onto an existing remote directory, the file goes
+		// into DIR/NAME (docs/FS.md, "From the CLI").
+		var st protocol.FSStat
+		if c.call(ctx, "node.fs.stat", map[string]any{"path": dst}, &st) == nil && st.Type == "directory" {
+			dst = strings.TrimSuffix(st.Path, "/") + "/" + filepath.Base(src)
+		}
 		prog.start(fi.Size(), 1)
 		datadial.RunBulk(func() { _, err = tc.Put(ctx, src, dst, o) })
-		return transferError(err, "")
+		return transferError(err, "put", "", moved.Load())
 	}
 	if cmd == "get" {
 		return c.getTree(ctx, tc, src, dst, fl, o, prog)
@@ -70,24 +81,65 @@ func (c *fsClient) transfer(ctx context.Context, cmd, src, dst string, fl transf
 	return c.putTree(ctx, tc, src, dst, fl, o, prog)
 }
 
-// transferError adds what to do next to a failure that left a part file:
-// a get's local part file, or a put that failed in transit.
-func transferError(err error, local string) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, transfer.ErrChecksum) || errors.Is(err, transfer.ErrExists) {
+// Messages of an interrupted single-file transfer (docs/FS.md, "Transfers").
+const (
+	msgGetInterrupted     = "interrupted; the partial download was removed"
+	msgPutInterrupted     = "interrupted; the part file stays on the node: rerun with --resume"
+	msgPutInterruptedNone = "interrupted; nothing was sent"
+)
+
+// transferError adds what to do next to a failed single-file transfer:
+// the hint to resume only when a part file exists (a get's local part
+// file, or a put that moved bytes before it failed in transit), the
+// --overwrite hint when a put's destination exists, and what an interrupt
+// (SIGINT) left. local is a get's local target; moved is the bytes a put
+// moved.
+func transferError(err error, cmd, local string, moved int64) error {
+	var pe *protocol.Error
+	switch {
+	case err == nil || errors.Is(err, transfer.ErrChecksum) || errors.Is(err, transfer.ErrExists):
 		return err
+	case errors.Is(err, context.Canceled):
+		msg := msgGetInterrupted
+		if cmd == "put" {
+			msg = msgPutInterruptedNone
+			if moved > 0 {
+				msg = msgPutInterrupted
+			}
+		}
+		return interruptedError{msg, err}
+	case errors.As(err, &pe) && pe.DomainCode() == protocol.DomainAlreadyExists:
+		return fmt.Errorf("%s: pass --overwrite to replace it", pe.Error())
+	case errors.As(err, &pe) && pe.DomainCode() == protocol.DomainTransferNotRouted:
+		return err // nothing was sent: the message names the controller to use
 	}
 	hint := false
-	if local != "" {
+	if cmd == "get" {
 		_, serr := os.Stat(transfer.LocalPart(local))
 		hint = serr == nil
-	} else {
-		var pe *protocol.Error
+	} else if moved > 0 {
 		hint = !errors.As(err, &pe) || pe.Code == protocol.CodeUnavailable || pe.Code == protocol.CodeTimeout
 	}
 	if hint {
 		return fmt.Errorf("%w (rerun with --resume to continue)", err)
 	}
 	return err
+}
+
+// interruptedError says what an interrupt left in place of the context
+// error it wraps ("context canceled" says nothing to an operator), which
+// errors.Is still finds.
+type interruptedError struct {
+	msg string
+	err error
+}
+
+func (e interruptedError) Error() string { return e.msg }
+func (e interruptedError) Unwrap() error { return e.err }
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
 // getTree copies the node's directory remote to local as scp -r does:

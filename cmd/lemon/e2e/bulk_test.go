@@ -119,8 +119,9 @@ func TestBulkInterruptLeavesNothing(t *testing.T) {
 			t.Fatalf("no part file on the node during put: %v\n%s", parts, p.output())
 		}
 		waitSize(t, p, parts[0], 1<<20)
-		if code := p.signal(t, sig); code != 130 {
-			t.Fatalf("put, %v: exit %d, want 130\n%s", sig, code, p.output())
+		if code := p.signal(t, sig); code != 130 ||
+			!strings.Contains(p.output(), "lemon fs: interrupted; the part file stays on the node: rerun with --resume\n") {
+			t.Fatalf("put, %v: exit %d, want 130 and what the interrupt left\n%s", sig, code, p.output())
 		}
 		mustNotExist(t, filepath.Join(d.cwd, "up.bin"))
 		os.Remove(parts[0])
@@ -128,8 +129,9 @@ func TestBulkInterruptLeavesNothing(t *testing.T) {
 		dst := filepath.Join(local, "down.bin")
 		p = start(t, "lemon fs get", local, environ, "fs", "--controller", d.url, "get", d.nodeName, "down.bin", dst)
 		waitSize(t, p, transfer.LocalPart(dst), 1<<20)
-		if code := p.signal(t, sig); code != 130 {
-			t.Fatalf("get, %v: exit %d, want 130\n%s", sig, code, p.output())
+		if code := p.signal(t, sig); code != 130 ||
+			!strings.Contains(p.output(), "lemon fs: interrupted; the partial download was removed\n") {
+			t.Fatalf("get, %v: exit %d, want 130 and what the interrupt left\n%s", sig, code, p.output())
 		}
 		mustNotExist(t, dst)
 		mustNotExist(t, transfer.LocalPart(dst))
