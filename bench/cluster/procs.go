@@ -40,8 +40,8 @@ type simStatus struct {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	url  string // controllers
-	file string // nodesims: status file
+	url  string        // controllers
+	file string        // nodesims: status file
 	done chan struct{} // closed once the process has exited
 }
 
