@@ -2,7 +2,6 @@ package controller
 
 import (
 	"encoding/json"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +37,7 @@ type heldRequest struct {
 	info      protocol.ApprovalInfo
 	requester *conn
 	done      chan string // buffered 1: the final status
+	rev       uint64      // its lemon_approvals revision (clustered)
 }
 
 func newApprovalBook(s *Server) *approvalBook {
@@ -110,6 +110,18 @@ func (b *approvalBook) hold(c *conn, ctx authority.ExecutionContext, mode, metho
 		requester: c, done: make(chan string, 1)}
 	b.pending[h.info.ApprovalID] = h
 	b.mu.Unlock()
+	f := b.s.fed
+	if f != nil {
+		// Shared with the cluster (approvals_cluster.go); the call still
+		// waits here, where its caller is.
+		rev, err := f.putApproval(h.info)
+		if err != nil {
+			b.remove(h.info.ApprovalID)
+			return clusterUnavailable()
+		}
+		h.rev = rev
+		defer f.forgetApproval(h.info.ApprovalID)
+	}
 
 	b.s.log.Info("approval requested", "approval", h.info.ApprovalID, "method", logMethod(method), "principal", ctx.Principal)
 	c.sendEvent(protocol.EventApprovalRequested, h.info)
@@ -121,10 +133,20 @@ func (b *approvalBook) hold(c *conn, ctx authority.ExecutionContext, mode, metho
 	case status = <-h.done:
 	case <-timer.C:
 		status = protocol.ApprovalExpired
+		if f != nil {
+			if decided := f.withdrawApproval(h.info.ApprovalID, h.rev); decided != "" {
+				b.release(h.info.ApprovalID, decided) // an approver won the swap
+			}
+		}
 		if !b.remove(h.info.ApprovalID) {
 			status = <-h.done // decided just now
 		}
 	case <-c.ctx.Done():
+		if f != nil {
+			if decided := f.withdrawApproval(h.info.ApprovalID, h.rev); decided != "" {
+				b.release(h.info.ApprovalID, decided)
+			}
+		}
 		if b.remove(h.info.ApprovalID) {
 			return protocol.Errorf(protocol.CodeUnavailable, "the caller disconnected")
 		}
@@ -139,6 +161,9 @@ func (b *approvalBook) hold(c *conn, ctx authority.ExecutionContext, mode, metho
 	case protocol.ApprovalApproved:
 		if mode == authority.ModeOnce {
 			b.grant(key)
+			if f != nil {
+				f.putGrant(key, h.info.ApprovalID)
+			}
 		}
 		return nil
 	case protocol.ApprovalDenied:
@@ -147,6 +172,21 @@ func (b *approvalBook) hold(c *conn, ctx authority.ExecutionContext, mode, metho
 	b.s.log.Info("approval expired", "approval", h.info.ApprovalID, "method", logMethod(method), "principal", ctx.Principal)
 	return protocol.DomainError(protocol.CodeTimeout, protocol.DomainApprovalTimeout,
 		"no approver decided before the approval timeout").WithRetry(true, false)
+}
+
+// release hands a decision to a call held here, once: the first of the
+// local decision and the cluster watch wins; later ones find nothing.
+func (b *approvalBook) release(id, status string) bool {
+	b.mu.Lock()
+	h, ok := b.pending[id]
+	if ok {
+		delete(b.pending, id)
+	}
+	b.mu.Unlock()
+	if ok {
+		h.done <- status
+	}
+	return ok
 }
 
 // remove takes a held request out unless a decision took it first.
@@ -174,21 +214,20 @@ func (b *approvalBook) grant(key string) {
 	b.grantOrder = append(b.grantOrder, key)
 }
 
-// list returns the held requests, oldest first.
-func (b *approvalBook) list() protocol.ApprovalListResult {
+// list returns the held requests, oldest first (of the whole cluster
+// when clustered).
+func (b *approvalBook) list() (protocol.ApprovalListResult, *protocol.Error) {
+	if f := b.s.fed; f != nil {
+		return f.listApprovals()
+	}
 	b.mu.Lock()
 	out := make([]protocol.ApprovalInfo, 0, len(b.pending))
 	for _, h := range b.pending {
 		out = append(out, h.info)
 	}
 	b.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].RequestedAtMs != out[j].RequestedAtMs {
-			return out[i].RequestedAtMs < out[j].RequestedAtMs
-		}
-		return out[i].ApprovalID < out[j].ApprovalID
-	})
-	return protocol.ApprovalListResult{Approvals: out}
+	sortApprovals(out)
+	return protocol.ApprovalListResult{Approvals: out}, nil
 }
 
 // decide approves or denies a held request for approver c (its scope and
@@ -206,6 +245,18 @@ func (b *approvalBook) decide(c *conn, p protocol.ApprovalDecideParams) (protoco
 	}
 	if p.ApprovalID == "" || len(p.ApprovalID) > 64 {
 		return protocol.ApprovalDecideResult{}, protocol.InvalidParams("approvalId", "approvalId is required (at most 64 bytes)")
+	}
+	if f := b.s.fed; f != nil {
+		rec, e := f.decideApproval(c, p.ApprovalID, status)
+		if e != nil {
+			return protocol.ApprovalDecideResult{}, e
+		}
+		if rec.Holder == f.name {
+			b.release(p.ApprovalID, status) // else the holder's watch does
+		}
+		b.s.log.Info("approval decided", "approval", p.ApprovalID, "method", logMethod(rec.Info.Method),
+			"principal", rec.Info.Principal, "approver", c.op.name, "status", status, "holder", rec.Holder)
+		return protocol.ApprovalDecideResult{ApprovalID: p.ApprovalID, Status: status}, nil
 	}
 	b.mu.Lock()
 	h, ok := b.pending[p.ApprovalID]

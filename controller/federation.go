@@ -151,7 +151,7 @@ func (f *federation) start() error {
 	}
 	f.wg.Add(1)
 	go f.watch(kvHolders, w)
-	return nil
+	return f.watchApprovals()
 }
 
 func (f *federation) stop() {

@@ -82,7 +82,8 @@ func (c *conn) handleOperatorRequest(id, method string, params, ec json.RawMessa
 				c.respondErr(id, e)
 				return
 			}
-			c.respond(id, c.s.approvals.list())
+			res, e := c.s.approvals.list()
+			c.reply(id, res, e)
 		case protocol.MethodApprovalDecide:
 			var p protocol.ApprovalDecideParams
 			if e := protocol.DecodeParams(params, &p); e != nil {

@@ -20,6 +20,11 @@ const (
 	kvSessions = "lemon_sessions"
 	kvPairings = "lemon_pairings"
 	kvHolders  = "lemon_holders"
+	// kvApprovals holds requests waiting for approval (approvalRecord,
+	// docs/CLUSTER.md, "Approvals"); kvGrants the once-grants (key: the
+	// grant key, value: the approval id).
+	kvApprovals = "lemon_approvals"
+	kvGrants    = "lemon_grants"
 )
 
 var kvBucketOf = map[string]string{bucketNodes: kvNodes, bucketSessions: kvSessions, bucketPairings: kvPairings}
@@ -49,7 +54,8 @@ func openKV(nc *nats.Conn, origin string, replicas int) (*kvBackend, error) {
 		return nil, fmt.Errorf("controller: JetStream: %w", err)
 	}
 	b := &kvBackend{origin: origin, js: js, nc: nc, kv: map[string]jetstream.KeyValue{}}
-	names := map[string]string{bucketNodes: kvNodes, bucketSessions: kvSessions, bucketPairings: kvPairings, kvHolders: kvHolders}
+	names := map[string]string{bucketNodes: kvNodes, bucketSessions: kvSessions, bucketPairings: kvPairings, kvHolders: kvHolders,
+		kvApprovals: kvApprovals, kvGrants: kvGrants}
 	for local, name := range names {
 		var kv jetstream.KeyValue
 		// The JetStream meta leader may still be elected just after the

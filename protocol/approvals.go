@@ -70,6 +70,10 @@ const (
 	// DomainApprovalNotFound: approval.decide named no held request
 	// (NOT_FOUND).
 	DomainApprovalNotFound = "approval_not_found"
+	// DomainApprovalDecided: in a cluster, another approver (on this or
+	// another controller) decided the held request first, or it expired
+	// as this decision was made (CONFLICT; docs/CLUSTER.md, "Approvals").
+	DomainApprovalDecided = "approval_already_decided"
 )
 
 // ApprovalInfo is one held request, content-free: the method, node and

@@ -72,6 +72,10 @@ type Options struct {
 	BackoffInitial, BackoffMax time.Duration
 	// PingInterval (default 25 s, the controller's tick).
 	PingInterval time.Duration
+	// OnInvoke, when set, is called with every invocation a node receives
+	// (before it answers), from the node's read goroutine: a benchmark
+	// counts deliveries per invokeId with it.
+	OnInvoke func(n *Node, invokeID string)
 }
 
 func (o *Options) defaults() {
@@ -537,6 +541,9 @@ func (n *Node) serve(ws *websocket.Conn) {
 			continue
 		}
 		n.calls.Add(1)
+		if on := n.f.o.OnInvoke; on != nil {
+			on(n, in.InvokeID)
+		}
 		if n.hang.Load() {
 			continue
 		}

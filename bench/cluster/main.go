@@ -48,7 +48,20 @@ func main() {
 	nodes := flag.Int("nodes", 3000, "simulated nodes, spread over the three controllers")
 	calls := flag.Int("calls", 400, "sequential calls per latency sample (local and remote)")
 	sources := flag.Int("sources", 0, "loopback source addresses 127.0.0.1..N (default: one per 2,000 nodes, at least 2)")
+	procs := flag.Bool("procs", false, "run the controllers as `lemon controller` processes and the nodes in nodesim processes")
+	lemonBin := flag.String("lemon", "bin/lemon", "with -procs: the lemon binary")
+	nodesimBin := flag.String("nodesim", "bin/nodesim", "with -procs: the nodesim binary (go build -o bin/nodesim ./sim/cmd/nodesim)")
+	simProcs := flag.Int("sim-procs", 4, "with -procs: nodesim processes")
+	sourcesPer := flag.Int("sources-per-proc", 8, "with -procs: loopback source addresses per nodesim process")
+	keep := flag.Bool("keep", false, "with -procs: keep the work directory (logs, state)")
 	flag.Parse()
+	if *procs {
+		if err := runProcs(*lemonBin, *nodesimBin, *nodes, *simProcs, *sourcesPer, *calls, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*nodes, *calls, *sources); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
