@@ -237,7 +237,7 @@ func TestClusterThreeControllers(t *testing.T) {
 		protocol.PairRequestParams{NodeID: first.NodeID, RecoveryCredential: first.RecoveryCredential}))
 	decode[protocol.ConnectChallengeResult](t, w.call(protocol.MethodConnectChallenge,
 		protocol.ConnectChallengeParams{PairingID: req.PairingID, Challenge: req.Challenge}))
-	if code := again.waitClosed(); code != CloseSessionRevoked {
+	if code := again.waitClosedWithin(30 * time.Second); code != CloseSessionRevoked {
 		t.Fatalf("revoked socket close code %d", code)
 	}
 	clusterWait(t, "revocation on c1", func() bool {

@@ -250,9 +250,16 @@ func (p *peer) next() frame {
 
 func (p *peer) waitClosed() int {
 	p.t.Helper()
+	return p.waitClosedWithin(testWait)
+}
+
+// waitClosedWithin is waitClosed with a longer hang guard, for a close
+// that travels through the cluster's KV watch (cluster tests).
+func (p *peer) waitClosedWithin(d time.Duration) int {
+	p.t.Helper()
 	select {
 	case <-p.closed:
-	case <-time.After(testWait):
+	case <-time.After(d):
 		p.t.Fatal("connection not closed")
 	}
 	p.mu.Lock()
