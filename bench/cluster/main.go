@@ -138,6 +138,36 @@ func (m *member) kill() {
 	m.srv.Close()
 }
 
+// hopLatency makes calls sequential calls to nodes held by A (local) and
+// to nodes held by C (remote), each through the operator on A, and prints
+// the p50 and p90 of both and the p50 the hop A→C adds.
+func hopLatency(call func(id string) (time.Duration, *protocol.Error), calls int, local, remote []string) error {
+	sample := func(ids []string) ([]time.Duration, error) {
+		var out []time.Duration
+		for i := 0; i < calls; i++ {
+			d, e := call(ids[i%len(ids)])
+			if e != nil {
+				return nil, fmt.Errorf("call: %s", e.Message)
+			}
+			out = append(out, d)
+		}
+		return out, nil
+	}
+	l, err := sample(local)
+	if err != nil {
+		return err
+	}
+	r, err := sample(remote)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("operator on A, node.host.info, %d sequential calls each:\n", calls)
+	fmt.Printf("  node held by A: p50 %s  p90 %s\n", p(l, .5).Round(time.Microsecond), p(l, .9).Round(time.Microsecond))
+	fmt.Printf("  node held by C: p50 %s  p90 %s\n", p(r, .5).Round(time.Microsecond), p(r, .9).Round(time.Microsecond))
+	fmt.Printf("  added by the hop A→C (p50): %s\n", (p(r, .5) - p(l, .5)).Round(time.Microsecond))
+	return nil
+}
+
 func p(d []time.Duration, q float64) time.Duration {
 	slices.Sort(d)
 	return d[min(len(d)-1, int(float64(len(d))*q))]
@@ -220,29 +250,16 @@ func run(n, calls, sources int) error {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	sample := func(ns []*sim.Node) ([]time.Duration, error) {
-		var out []time.Duration
-		for i := 0; i < calls; i++ {
-			d, e := call(ns[i%len(ns)].Credential().NodeID)
-			if e != nil {
-				return nil, fmt.Errorf("call: %s", e.Message)
-			}
-			out = append(out, d)
+	ids := func(ns []*sim.Node) []string {
+		out := make([]string, len(ns))
+		for i, nd := range ns {
+			out[i] = nd.Credential().NodeID
 		}
-		return out, nil
+		return out
 	}
-	local, err := sample(byURL[a.url])
-	if err != nil {
+	if err := hopLatency(call, calls, ids(byURL[a.url]), ids(byURL[c.url])); err != nil {
 		return err
 	}
-	remote, err := sample(byURL[c.url])
-	if err != nil {
-		return err
-	}
-	fmt.Printf("operator on A, node.host.info, %d sequential calls each:\n", calls)
-	fmt.Printf("  node held by A: p50 %s  p90 %s\n", p(local, .5).Round(time.Microsecond), p(local, .9).Round(time.Microsecond))
-	fmt.Printf("  node held by C: p50 %s  p90 %s\n", p(remote, .5).Round(time.Microsecond), p(remote, .9).Round(time.Microsecond))
-	fmt.Printf("  added by the hop A→C (p50): %s\n", (p(remote, .5) - p(local, .5)).Round(time.Microsecond))
 
 	// Kill C under load: 8 operators on A keep calling C's nodes.
 	victims := byURL[c.url]

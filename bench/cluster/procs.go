@@ -305,29 +305,9 @@ admission_wait_ms = 5000
 			}
 		}
 	}
-	sampleCalls := func(ids []string) ([]time.Duration, error) {
-		var out []time.Duration
-		for i := 0; i < calls; i++ {
-			d, e := call(ids[i%len(ids)])
-			if e != nil {
-				return nil, fmt.Errorf("call: %s", e.Message)
-			}
-			out = append(out, d)
-		}
-		return out, nil
-	}
-	local, err := sampleCalls(sample[a.url])
-	if err != nil {
+	if err := hopLatency(call, calls, sample[a.url], sample[c.url]); err != nil {
 		return err
 	}
-	remote, err := sampleCalls(sample[c.url])
-	if err != nil {
-		return err
-	}
-	fmt.Printf("operator on A, node.host.info, %d sequential calls each:\n", calls)
-	fmt.Printf("  node held by A: p50 %s  p90 %s\n", p(local, .5).Round(time.Microsecond), p(local, .9).Round(time.Microsecond))
-	fmt.Printf("  node held by C: p50 %s  p90 %s\n", p(remote, .5).Round(time.Microsecond), p(remote, .9).Round(time.Microsecond))
-	fmt.Printf("  added by the hop A→C (p50): %s\n", (p(remote, .5) - p(local, .5)).Round(time.Microsecond))
 
 	// SIGKILL C under load: 8 operators on A keep calling C's sampled nodes.
 	victims := sample[c.url]
