@@ -193,6 +193,11 @@ func (f *federation) watch(bucket string, w jetstream.KeyWatcher) {
 					continue
 				}
 			}
+			if bucket == bucketNodes {
+				// Another controller wrote the record: the next flush of
+				// ours writes our advertise again (docs/CLUSTER.md, "State").
+				f.be.forget(ent.Key())
+			}
 			f.s.reg.applyRemote(bucket, ent.Key(), env.Value, del)
 		}
 	}
