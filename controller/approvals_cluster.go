@@ -163,12 +163,14 @@ func (f *federation) decideApproval(c *conn, id, status string) (approvalRecord,
 		return approvalRecord{}, clusterUnavailable()
 	}
 	if _, err := kv.Update(ctx, id, v, ent.Revision()); err != nil {
-		// Lost the compare-and-swap: another decision or the timeout
-		// came first (or the state is unreachable).
-		if cur, gerr := kv.Get(ctx, id); gerr == nil && cur.Revision() == ent.Revision() {
-			return approvalRecord{}, clusterUnavailable()
+		// A revision mismatch is a lost compare-and-swap: another decision
+		// or the timeout came first. Anything else is the state being
+		// unreachable. (The error says which; a read after it could be
+		// served by a replica that has not applied the winner yet.)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return approvalRecord{}, errAlreadyDecided()
 		}
-		return approvalRecord{}, errAlreadyDecided()
+		return approvalRecord{}, clusterUnavailable()
 	}
 	return rec, nil
 }
