@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -28,6 +29,14 @@ type approvalRecord struct {
 	Info     protocol.ApprovalInfo `json:"info"`
 	Holder   string                `json:"holder"`
 	Approver string                `json:"approver,omitempty"`
+}
+
+// approvalReadLag bounds how long a decision waits for a held request's
+// key to reach the replica that serves its read.
+const approvalReadLag = time.Second
+
+func isKeyGone(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
 func clusterUnavailable() *protocol.Error {
@@ -134,7 +143,15 @@ func (f *federation) decideApproval(c *conn, id, status string) (approvalRecord,
 	defer cancel()
 	kv := f.be.kv[kvApprovals]
 	ent, err := kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	// A read may be served by a replica a moment behind the controller
+	// that holds the request (its put was acknowledged by a quorum, not by
+	// every replica): a key not found yet is read again for up to
+	// approvalReadLag before the answer is not-found.
+	for deadline := time.Now().Add(approvalReadLag); isKeyGone(err) && time.Now().Before(deadline); {
+		time.Sleep(approvalReadLag / 20)
+		ent, err = kv.Get(ctx, id)
+	}
+	if isKeyGone(err) {
 		return approvalRecord{}, protocol.DomainError(protocol.CodeNotFound, protocol.DomainApprovalNotFound,
 			"no request waiting for approval has this approvalId")
 	}

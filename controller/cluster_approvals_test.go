@@ -57,9 +57,11 @@ func TestClusterApprovals(t *testing.T) {
 		t.Fatalf("approval info %+v", info)
 	}
 	nothingSent(t, n)
-	if !listed(t, apprB, info.ApprovalID) || !listed(t, apprC, info.ApprovalID) {
-		t.Fatal("the held request is not listed on controllers 1 and 2")
-	}
+	// Another controller lists it once its read of the bucket has caught
+	// up (a watch's consumer may sit on a replica a moment behind).
+	clusterWait(t, "the held request listed on controllers 1 and 2", func() bool {
+		return listed(t, apprB, info.ApprovalID) && listed(t, apprC, info.ApprovalID)
+	})
 	if f := apprB.call(protocol.MethodApprovalList, nil); strings.Contains(string(f.raw), "aGk=") || strings.Contains(string(f.raw), "/tmp/x") {
 		t.Fatalf("list carries content: %s", f.raw)
 	}
@@ -141,11 +143,13 @@ func TestClusterApprovals(t *testing.T) {
 	ms[0].srv.fed.forgetApproval(orphan.ApprovalID)
 
 	// Timeout on A releases it everywhere.
-	ms[0].srv.approvals.timeout.Store(int64(300 * time.Millisecond))
+	ms[0].srv.approvals.timeout.Store(int64(3 * time.Second))
 	ch = ask.start("node.fs.write", writeParams(nid, "aGk="))
 	info = approvalEvent(t, ask, protocol.EventApprovalRequested)
-	if !listed(t, apprC, info.ApprovalID) {
-		t.Fatal("held request not listed on c2")
+	for deadline := time.Now().Add(2 * time.Second); !listed(t, apprC, info.ApprovalID); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("held request not listed on c2")
+		}
 	}
 	f := ask.await(ch)
 	wantError(t, f, protocol.CodeTimeout, protocol.DomainApprovalTimeout)
