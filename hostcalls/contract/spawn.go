@@ -47,6 +47,84 @@ type (
 	}
 )
 
+// Argument and result types of the spawn primitives (spawn.start,
+// spawn.wait, spawn.signal): a process as an effect, with no receipt,
+// retention or idempotence decision of their own. A run is named by a
+// node-local run id, valid until the worker restarts; the module that
+// keeps receipts stores it (docs/PROCESS.md, "Spawn primitives").
+type (
+	// SpawnStartArgs are the args of spawn.start. Cwd is a directory
+	// path admitted under the node's roots (or the execution context's
+	// workspace) and pinned by descriptor; StdinBlob names an input blob
+	// (its bytes are written to stdin, then EOF). Argv, Cwd, TimeoutMs and
+	// MaxOutputBytes obey the node.process.run limits (docs/PROCESS.md).
+	SpawnStartArgs struct {
+		Argv           []string `json:"argv"`
+		Cwd            string   `json:"cwd" doc:"directory path under the allowed roots"`
+		StdinBlob      uint32   `json:"stdinBlob" doc:"id of the stdin input blob"`
+		TimeoutMs      int64    `json:"timeoutMs" doc:"ms, 1000..1800000; the host signals the group when it passes"`
+		MaxOutputBytes int64    `json:"maxOutputBytes" doc:"bytes of stdout plus stderr to keep, 1..1048576; one byte more signals the group"`
+	}
+	// SpawnStartResult is the result of spawn.start: the run id and a
+	// handle that completes when the run has ended (suspend on it, then
+	// call spawn.wait).
+	SpawnStartResult struct {
+		Run    string `json:"run" doc:"node-local run id"`
+		Handle uint32 `json:"handle" doc:"suspend on it until the run ends"`
+	}
+	// SpawnRunRef are the args of spawn.wait and spawn.signal.
+	SpawnRunRef struct {
+		Run string `json:"run"`
+	}
+	// SpawnExit is how a run ended. ExitCode is the exit status when the
+	// process exited, Signal the number of the signal that ended it (0 if
+	// none); both unknown (null, 0) when no wait status was observed.
+	// Stopped is the reason the host signalled the run's group
+	// ("timeout", "output_overflow", "cancel", "request_ended",
+	// "worker_shutdown"), "" when it never did or its signal found the
+	// group gone. SignalFailed: the one group signal failed, the outcome
+	// is unknown. Output blobs are null when the invocation's result room
+	// cannot carry them (OutputTruncated is then true).
+	SpawnExit struct {
+		ExitCode        *int    `json:"exitCode"`
+		Signal          int     `json:"signal"`
+		Stopped         string  `json:"stopped"`
+		SignalFailed    bool    `json:"signalFailed"`
+		StartedMs       int64   `json:"startedMs" doc:"unix ms"`
+		EndedMs         int64   `json:"endedMs" doc:"unix ms"`
+		StdoutBlob      *uint32 `json:"stdoutBlob"`
+		StderrBlob      *uint32 `json:"stderrBlob"`
+		OutputTruncated bool    `json:"outputTruncated" doc:"the cap cut output, a pipe outlived WaitDelay, or blobs are null"`
+	}
+	// SpawnWaitResult is the result of spawn.wait: State "running" with a
+	// Handle to suspend on, "exited" with Exit, or "unknown" when this
+	// worker has no such run (it was started by a worker before a restart,
+	// or ended more than a minute ago).
+	SpawnWaitResult struct {
+		State  string     `json:"state" doc:"\"running\", \"exited\" or \"unknown\""`
+		Handle uint32     `json:"handle,omitempty" doc:"with \"running\": suspend on it"`
+		Exit   *SpawnExit `json:"exit,omitempty" doc:"with \"exited\""`
+	}
+	// SpawnSignalResult is the result of spawn.signal: "sent" (the group
+	// got its one SIGKILL now), "gone" (no member was left), "already"
+	// (the run was signalled before: never twice), "exited" (the run had
+	// ended) or "unknown" (no such run on this worker).
+	SpawnSignalResult struct {
+		Outcome string `json:"outcome" doc:"\"sent\", \"gone\", \"already\", \"exited\" or \"unknown\""`
+	}
+)
+
+// spawn.wait states and spawn.signal outcomes.
+const (
+	SpawnRunning = "running"
+	SpawnExited  = "exited"
+	SpawnUnknown = "unknown"
+
+	SpawnSignalSent    = "sent"
+	SpawnSignalGone    = "gone"
+	SpawnSignalAlready = "already"
+)
+
 // Spawn run states (SpawnRunResult.Status).
 const (
 	SpawnStarted  = "started"
@@ -59,6 +137,10 @@ var (
 	SpawnResult = Call[SpawnIDArgs, SpawnReceiptResult]{"spawn.result"}
 	SpawnGet    = Call[SpawnIDArgs, SpawnReceiptResult]{"spawn.get"}
 	SpawnCancel = Call[SpawnIDArgs, SpawnReceiptResult]{"spawn.cancel"}
+
+	SpawnStart  = Call[SpawnStartArgs, SpawnStartResult]{"spawn.start"}
+	SpawnWait   = Call[SpawnRunRef, SpawnWaitResult]{"spawn.wait"}
+	SpawnSignal = Call[SpawnRunRef, SpawnSignalResult]{"spawn.signal"}
 )
 
 func spawnSpecs() []Spec {
@@ -67,5 +149,8 @@ func spawnSpecs() []Spec {
 		spec(SpawnResult, "The final receipt of the run this request started (after resuming on spawn.run's handle)."),
 		spec(SpawnGet, "Read-only receipt lookup by processId (not_found included)."),
 		spec(SpawnCancel, "Cancels a run: answers the terminal receipt, or a handle to suspend on while the signalled run is reaped."),
+		spec(SpawnStart, "Primitive: starts argv in the admitted cwd with stdin from a blob, under the command policy, the context's limits and containment; returns a run id and a handle that completes when the run ends. No receipt is kept."),
+		spec(SpawnWait, "Primitive: how a run of this principal ended (exit status, signal, stop reason, times, output blobs), or a handle to suspend on while it runs."),
+		spec(SpawnSignal, "Primitive: stops a run of this principal: its group gets one SIGKILL, never a second."),
 	}
 }

@@ -50,6 +50,10 @@ type Request struct {
 
 	// timeout overrides TimeoutMs in this package's tests only.
 	timeout time.Duration
+	// runID is set for a primitive run (spawn.start, prim.go): no
+	// receipt, its containment record is keyed p/<runID>, and ProcessID
+	// is not used.
+	runID string
 }
 
 // Run is a started process. Done closes when its receipt is final and
@@ -103,6 +107,11 @@ type run struct {
 	terminal record
 	final    Receipt
 	finalErr *protocol.Error
+
+	// A primitive run (spawn.start): runID names it; exit is what
+	// spawn.wait reports once done closed.
+	runID string
+	exit  primExit
 }
 
 type sigState int
@@ -194,9 +203,14 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	if closed {
 		return nil, nil, errClosed()
 	}
-	rec, found, lerr := s.load(id)
-	if lerr != nil {
-		return nil, nil, errStore()
+	var rec record
+	found := false
+	if req.runID == "" {
+		var lerr error
+		rec, found, lerr = s.load(id)
+		if lerr != nil {
+			return nil, nil, errStore()
+		}
 	}
 	if found {
 		s.mu.Lock()
@@ -274,11 +288,20 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		rec.Cgroup, rec.Boot = cgDir, s.contain.boot
 	}
 	full := false
+	key := recordPrefix + id
+	if req.runID != "" {
+		// A primitive run keeps only where its processes live, so that a
+		// restarted worker stops them; retention is the caller's.
+		key, rec.Intent = primPrefix+req.runID, nil
+	}
 	// The retained count and the write are one check-and-write inside the
 	// group transaction: the functions batched before this one are counted.
 	// A full store is a decision (nil, no write), not an error, so it does
 	// not roll back the other admissions sharing the commit.
 	err := s.ns.Batch(func(tx *store.Tx) error {
+		if req.runID != "" {
+			return tx.Put(key, rec.encode())
+		}
 		full = false
 		if _, ok := tx.Get(recordPrefix + id); ok {
 			return errBadRecord // impossible under the gate; refuse rather than overwrite
@@ -296,11 +319,11 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		return nil, nil, errReceiptLimit(false)
 	}
 	unspend := func() error {
-		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(recordPrefix + id) })
+		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(key) })
 	}
 
 	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, principal: req.Auth.Principal,
-		done: make(chan struct{}), admitted: now, cg: cgDir}
+		done: make(chan struct{}), admitted: now, cg: cgDir, runID: req.runID}
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
 		limit = s.budget
@@ -361,7 +384,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		}
 		derr := unspend()
 		serr := startError(err)
-		if derr != nil {
+		if derr != nil && req.runID == "" {
 			// The id stays spent: its durable record says running and
 			// becomes outcome_unknown at the next start; until then this
 			// worker answers outcome_unknown from memory. The caller
@@ -382,7 +405,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		// process already runs; a worker dying before this commit leaves
 		// them unrecorded.
 		rec.Pid, rec.PidStart, rec.Boot = cmd.Process.Pid, r.leaderStart, s.contain.boot
-		s.ns.Batch(func(tx *store.Tx) error { return tx.Put(recordPrefix+id, rec.encode()) })
+		s.ns.Batch(func(tx *store.Tx) error { return tx.Put(key, rec.encode()) })
 	}
 	r.mu.Lock()
 	r.pgid = cmd.Process.Pid
@@ -398,7 +421,10 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	r.timer = time.AfterFunc(timeout, func() { r.stop(reasonTimeout) })
 	r.unwatch = context.AfterFunc(ctx, func() { r.stop(reasonAborted) })
 	s.mu.Lock()
-	s.active[id] = r
+	s.active[activeKey(r)] = r
+	if r.runID != "" {
+		s.runs[r.runID] = r
+	}
 	s.admitting--
 	joined = true
 	s.changed.Broadcast()
@@ -576,6 +602,10 @@ func (r *run) wait() {
 		if overflow {
 			term.Reason = reasonOverflow
 		}
+	}
+	if r.runID != "" {
+		r.finishPrim(exit, reason, sig, stdout, stderr, truncated, now)
+		return
 	}
 	rc := Receipt{ProcessID: r.id, State: term.State, ExitCode: term.ExitCode,
 		Stdout: stdout, Stderr: stderr, OutputTruncated: truncated}

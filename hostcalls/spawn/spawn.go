@@ -134,6 +134,7 @@ type Spawner struct {
 	active  map[string]*run // by processId
 	owners  map[string]*run // finished runs awaiting their own request, by ownerKey
 	unsaved map[string]*run // terminal runs whose durable update failed, by processId
+	runs    map[string]*run // primitive runs (spawn.start), active and ended for primKeep, by run id
 	cache   *outputCache
 	// gates holds the processIds with a decision in progress (run, get,
 	// cancel, completion); the channel closes when it ends. One decision
@@ -215,6 +216,7 @@ func New(cfg Config) (*Spawner, error) {
 		active:   map[string]*run{},
 		owners:   map[string]*run{},
 		unsaved:  map[string]*run{},
+		runs:     map[string]*run{},
 		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
 		gates:    map[string]chan struct{}{},
 		killFn:   (*run).killMembers,
@@ -279,6 +281,9 @@ func (s *Spawner) open() error {
 	deadline := time.Now().Add(cleanupWait)
 	for _, rec := range interrupted {
 		s.contain.recover(rec, deadline)
+	}
+	if err := s.recoverPrims(deadline); err != nil {
+		return err
 	}
 	s.contain.removeStale(oldParent, deadline)
 	return s.ns.Update(func(tx *store.Tx) error {

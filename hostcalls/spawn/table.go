@@ -29,13 +29,15 @@ type (
 //	spawn.result IDArgs  -> ReceiptReply    the final receipt of the run this request started
 //	spawn.get    IDArgs  -> ReceiptReply    read-only receipt lookup (not_found included)
 //	spawn.cancel IDArgs  -> ReceiptReply    cancel, tombstone, or the actual terminal receipt
+//
+// and the primitives of prim.go (spawn.start, spawn.wait, spawn.signal).
 func (s *Spawner) Table() hostcalls.Table {
-	return hostcalls.Table{
+	return append(hostcalls.Table{
 		hostcalls.Define(contract.SpawnRun, hostcalls.CapExec, hostcalls.AuditMutation, s.hcRun, runErrors...),
 		hostcalls.Define(contract.SpawnResult, hostcalls.CapExec, hostcalls.AuditRead, s.hcResult, resultErrors...),
 		hostcalls.Define(contract.SpawnGet, hostcalls.CapExec, hostcalls.AuditRead, s.hcGet, getErrors...),
 		hostcalls.Define(contract.SpawnCancel, hostcalls.CapExec, hostcalls.AuditMutation, s.hcCancel, cancelErrors...),
-	}
+	}, s.primTable()...)
 }
 
 // The errors of the spawn host calls, as data for docs/HOSTCALLS.md.

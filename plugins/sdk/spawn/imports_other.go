@@ -13,3 +13,9 @@ func spawnResult(ptr, size uint32) uint64 { return 0 }
 func spawnGet(ptr, size uint32) uint64 { return 0 }
 
 func spawnCancel(ptr, size uint32) uint64 { return 0 }
+
+func spawnStart(ptr, size uint32) uint64 { return 0 }
+
+func spawnWait(ptr, size uint32) uint64 { return 0 }
+
+func spawnSignal(ptr, size uint32) uint64 { return 0 }

@@ -17,3 +17,12 @@ func spawnGet(ptr, size uint32) uint64
 
 //go:wasmimport lemon spawn.cancel
 func spawnCancel(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.start
+func spawnStart(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.wait
+func spawnWait(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.signal
+func spawnSignal(ptr, size uint32) uint64

@@ -34,3 +34,30 @@ func Get(processID string) (contract.SpawnReceiptResult, error) {
 func Cancel(processID string) (contract.SpawnReceiptResult, error) {
 	return sdk.Invoke(spawnCancel, contract.SpawnCancel, contract.SpawnIDArgs{ProcessID: processID})
 }
+
+// The spawn primitives (docs/PROCESS.md, "Spawn primitives"): a process as
+// an effect, with no receipt. The host keeps the limits, the command
+// policy, confinement, containment, one group signal per run and
+// ownership by principal; idempotence and retention are the caller's.
+
+// Start starts argv in cwd with stdin from input blob stdinBlob
+// (spawn.start): the run id, and a Handle to suspend on
+// (sdk.Suspend{Handle}) until the run ends; then call Wait.
+func Start(args contract.SpawnStartArgs) (contract.SpawnStartResult, error) {
+	return sdk.Invoke(spawnStart, contract.SpawnStart, args)
+}
+
+// Wait reports how run ended (spawn.wait): State contract.SpawnExited
+// with Exit (exit status or signal, stop reason, times, output blobs),
+// contract.SpawnRunning with a Handle to suspend on, or
+// contract.SpawnUnknown when this worker has no such run.
+func Wait(run string) (contract.SpawnWaitResult, error) {
+	return sdk.Invoke(spawnWait, contract.SpawnWait, contract.SpawnRunRef{Run: run})
+}
+
+// Signal stops run (spawn.signal): its group gets one SIGKILL, never a
+// second. Outcome is contract.SpawnSignalSent, SpawnSignalGone,
+// SpawnSignalAlready, SpawnExited or SpawnUnknown.
+func Signal(run string) (contract.SpawnSignalResult, error) {
+	return sdk.Invoke(spawnSignal, contract.SpawnSignal, contract.SpawnRunRef{Run: run})
+}
