@@ -12,6 +12,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
@@ -27,19 +28,37 @@ func init() {
 	})
 }
 
-// waitState is carried through a suspension.
+// waitState is carried through a suspension: the params were validated
+// before it, so a resume needs only the ids.
 type waitState struct {
 	ProcessID string `json:"processId"`
+	NodeID    string `json:"nodeId"`
+}
+
+// resumed decodes the state a suspension carried; ok is false when it is
+// not one this module wrote (the params are then validated again).
+func resumed(req *sdk.Request) (w waitState, ok bool) {
+	if req.Resume == nil || json.Unmarshal(req.Resume.State, &w) != nil || protocol.ValidateProcessID(w.ProcessID) != nil {
+		return w, false
+	}
+	return w, protocol.RequireNodeID(w.NodeID) == nil
 }
 
 func run(req *sdk.Request) (*sdk.Result, error) {
+	if w, ok := resumed(req); ok {
+		// The process ended: collect the final receipt this request owns.
+		rep, err := spawn.Result(w.ProcessID)
+		if err != nil {
+			return nil, err
+		}
+		return receipt(w.ProcessID, w.NodeID, rep.Receipt)
+	}
 	p, perr := protocol.ParseProcessRunNoStdin(req.Params)
 	if perr != nil {
 		return nil, perr
 	}
 	nodeID := receiptNode(req, p.NodeID)
 	if req.Resume != nil {
-		// The process ended: collect the final receipt this request owns.
 		rep, err := spawn.Result(p.ProcessID)
 		if err != nil {
 			return nil, err
@@ -62,7 +81,7 @@ func run(req *sdk.Request) (*sdk.Result, error) {
 	case contract.SpawnExisting:
 		return receipt(p.ProcessID, nodeID, rep.Receipt)
 	case contract.SpawnStarted:
-		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID}}}, nil
+		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID, NodeID: nodeID}}}, nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "spawn.run returned an unknown status")
 }
@@ -98,7 +117,7 @@ func cancel(req *sdk.Request) (*sdk.Result, error) {
 		return nil, err
 	}
 	if rep.Receipt == nil {
-		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID}}}, nil
+		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID, NodeID: nodeID}}}, nil
 	}
 	return receipt(p.ProcessID, nodeID, rep.Receipt)
 }
@@ -132,12 +151,43 @@ func receipt(processID, nodeID string, w *contract.SpawnReceipt) (*sdk.Result, e
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &sdk.Result{Payload: json.RawMessage(mustJSON(r)), Blobs: blobs}, nil
+	return &sdk.Result{Payload: json.RawMessage(encodeReceipt(r)), Blobs: blobs}, nil
 }
 
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
+// encodeReceipt writes the seven fields without reflection. Only nodeId
+// can need escaping (processId is [A-Za-z0-9_:-], the state a constant,
+// the outputs "" or null: their bytes travel as blobs).
+func encodeReceipt(r protocol.ProcessReceipt) []byte {
+	b := make([]byte, 0, 160)
+	b = append(b, `{"processId":"`...)
+	b = append(b, r.ProcessID...)
+	b = append(b, `","nodeId":`...)
+	node, _ := json.Marshal(r.NodeID)
+	b = append(b, node...)
+	b = append(b, `,"state":"`...)
+	b = append(b, r.State...)
+	b = append(b, `","exitCode":`...)
+	if r.ExitCode == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*r.ExitCode), 10)
+	}
+	out := func(p *string) {
+		if p == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '"')
+			b = append(b, *p...)
+			b = append(b, '"')
+		}
+	}
+	b = append(b, `,"stdoutBase64":`...)
+	out(r.StdoutBase64)
+	b = append(b, `,"stderrBase64":`...)
+	out(r.StderrBase64)
+	b = append(b, `,"outputTruncated":`...)
+	b = strconv.AppendBool(b, r.OutputTruncated)
+	return append(b, '}')
 }
 
 func main() {}

@@ -372,3 +372,50 @@ func BenchmarkRun16Concurrent(b *testing.B) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkRatioRunTrue is the issue-11 ratio (docs/BENCHMARKS.md, "Module
+// ABI (issue 11)"): a node.process.run of `true` through the module (host,
+// gate, suspension, resume, receipt shaping) against the spawner alone
+// doing the same work natively: admission, the durable running record,
+// spawn, wait and the durable terminal record. Both sides run interleaved
+// in one loop on separate nodes; each node is replaced before its 1,000
+// retained ids run out (one sample in 499 carries that, which the p50
+// ignores).
+func BenchmarkRatioRunTrue(b *testing.B) {
+	mod, nat := newEnv(b, 1), newEnv(b, 1)
+	ctx := context.Background()
+	i := 0
+	hosttest.SideBySide(b, func() error {
+		i++
+		if i%(protocol.ProcessMaxRetained/2) == 0 {
+			mod.close()
+			mod = newEnv(b, 1)
+		}
+		rc, perr := mod.invoke(ctx, protocol.MethodProcessRun, runParams(fmt.Sprintf("m%d", i), 30000, nil, "true"))
+		if perr != nil {
+			return perr
+		}
+		if rc.State != protocol.ProcessStateCompleted || rc.ExitCode == nil || *rc.ExitCode != 0 {
+			return fmt.Errorf("module receipt %+v", rc)
+		}
+		return nil
+	}, func() error {
+		if i%(protocol.ProcessMaxRetained/2) == 0 {
+			nat.close()
+			nat = newEnv(b, 1)
+		}
+		h, _, err := nat.sp.Start(ctx, spawn.Request{ProcessID: fmt.Sprintf("n%d", i), Cwd: ".", Argv: []string{"true"},
+			TimeoutMs: 30000, MaxOutputBytes: 1 << 20})
+		if err != nil {
+			return err
+		}
+		rc, err := h.Result()
+		if err != nil {
+			return err
+		}
+		if rc.State != protocol.ProcessStateCompleted || rc.ExitCode == nil || *rc.ExitCode != 0 {
+			return fmt.Errorf("native receipt %+v", rc)
+		}
+		return nil
+	})
+}
