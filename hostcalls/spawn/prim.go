@@ -28,8 +28,15 @@ import (
 // namespace; New stops their survivors and deletes them.
 const primPrefix = "p/"
 
-// primKeep is how long a finished primitive run stays known to spawn.wait.
-const primKeep = time.Minute
+// primKeep is how long a finished primitive run stays known to spawn.wait,
+// and primMaxEnded how many ended runs (with their output, up to 1 MiB
+// each) it keeps at most: past it the oldest is forgotten first and
+// spawn.wait answers "unknown" for it. The module that started a run is
+// resumed as soon as it ends, so it collects long before either bound.
+const (
+	primKeep     = time.Minute
+	primMaxEnded = 64
+)
 
 // primExit is how a primitive run ended (contract.SpawnExit without blobs).
 type primExit struct {
@@ -79,15 +86,25 @@ func (r *run) finishPrim(exit *int, reason string, sig sigState, stdout, stderr 
 	s.mu.Lock()
 	delete(s.active, activeKey(r))
 	s.changed.Broadcast()
+	s.ended = append(s.ended, r)
+	for len(s.ended) > primMaxEnded {
+		s.forgetRun(s.ended[0])
+		s.ended = s.ended[1:]
+	}
 	s.mu.Unlock()
 	close(r.done)
 	time.AfterFunc(primKeep, func() {
 		s.mu.Lock()
-		if s.runs[r.runID] == r {
-			delete(s.runs, r.runID)
-		}
+		s.forgetRun(r)
 		s.mu.Unlock()
 	})
+}
+
+// forgetRun drops ended run r from the runs spawn.wait knows (s.mu held).
+func (s *Spawner) forgetRun(r *run) {
+	if s.runs[r.runID] == r {
+		delete(s.runs, r.runID)
+	}
 }
 
 // StartRun is the spawn.start primitive in Go: it checks req (ProcessID is

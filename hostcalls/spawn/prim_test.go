@@ -349,3 +349,36 @@ func TestPrimWaitRespectsResultRoom(t *testing.T) {
 		t.Fatalf("default room: %d bytes, truncated %v", len(stdout), x.OutputTruncated)
 	}
 }
+
+// At most primMaxEnded ended runs stay known to spawn.wait: at the bound
+// the oldest is still there, one past it the oldest is forgotten
+// ("unknown") and the newest kept.
+func TestPrimEndedRunsBounded(t *testing.T) {
+	f := newFixture(t, nil)
+	c := newCall("inv", 0)
+	var ids []string
+	for i := 0; i <= primMaxEnded; i++ {
+		var st contract.SpawnStartResult
+		if err := primCall(t, f.s, c, "spawn.start", startArgs(c, "", "true"), &st); err != nil {
+			t.Fatal(err)
+		}
+		<-c.done
+		ids = append(ids, st.Run)
+		if i == primMaxEnded-1 {
+			var w contract.SpawnWaitResult
+			if primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: ids[0]}, &w); w.State != contract.SpawnExited {
+				t.Fatalf("at the bound the oldest reads %+v", w)
+			}
+		}
+	}
+	var w contract.SpawnWaitResult
+	if primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: ids[0]}, &w); w.State != contract.SpawnUnknown {
+		t.Fatalf("one past the bound the oldest reads %+v", w)
+	}
+	if primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: ids[1]}, &w); w.State != contract.SpawnExited {
+		t.Fatalf("the second oldest reads %+v", w)
+	}
+	if primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: ids[primMaxEnded]}, &w); w.State != contract.SpawnExited {
+		t.Fatalf("the newest reads %+v", w)
+	}
+}
