@@ -99,7 +99,8 @@ type (
 	// SpawnWaitResult is the result of spawn.wait: State "running" with a
 	// Handle to suspend on, "exited" with Exit, or "unknown" when this
 	// worker has no such run (it was started by a worker before a restart,
-	// or ended more than a minute ago).
+	// ended more than a minute ago, or is older than the 64 most recent
+	// ended runs).
 	SpawnWaitResult struct {
 		State  string     `json:"state" doc:"\"running\", \"exited\" or \"unknown\""`
 		Handle uint32     `json:"handle,omitempty" doc:"with \"running\": suspend on it"`
