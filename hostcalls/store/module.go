@@ -16,11 +16,17 @@ import (
 // Values written before revisions existed are bare JSON (which never
 // starts with a 0 byte) and read as revision legacyRevision; the sequence
 // starts above it, so no later write reuses it.
+//
+// The namespace's key count is kept under countKey, a key no guest can
+// name (keys have no NUL) and scans skip, so the key budget costs one
+// read per new key instead of a walk of the namespace. A bucket without
+// it (written before it existed) is counted once.
 
 const (
 	revTag         = 0x00
 	revHeader      = 9 // revTag + 8 bytes of revision
 	legacyRevision = 1
+	countKey       = "\x00count"
 	// MaxScanBytes bounds the key and value bytes one store.scan returns
 	// (at least one entry always fits: 512 + 65536 < 1 MiB).
 	MaxScanBytes = 1 << 20
@@ -67,8 +73,26 @@ func (t *Tx) getEntry(key string) modEntry {
 	return modEntry{value: v, rev: rev}
 }
 
-// errNamespaceFull is the decision "a new key in a full namespace".
-var errNamespaceFull = errors.New("store: namespace full")
+// keyCount returns the number of guest keys of the namespace.
+func (t *Tx) keyCount() int {
+	if v := t.b.Get([]byte(countKey)); len(v) == 8 {
+		return int(binary.BigEndian.Uint64(v))
+	}
+	n := 0
+	t.ForEach("", "", func(k string, _ []byte) error {
+		if k[0] != 0 {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func (t *Tx) setKeyCount(n int) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(n))
+	return t.b.Put([]byte(countKey), v[:])
+}
 
 // casOp is one write of a module key: a put (check false), a create
 // (check, expected 0), a compare-and-swap, or with a nil value a delete.
@@ -99,16 +123,26 @@ func (t *Tx) apply(op casOp, maxKeys int) (casResult, error) {
 	}
 	if op.value == nil {
 		if cur.rev != 0 {
+			n := t.keyCount()
 			if err := t.Delete(op.key); err != nil {
+				return casResult{}, err
+			}
+			if err := t.setKeyCount(n - 1); err != nil {
 				return casResult{}, err
 			}
 		}
 		res.swapped, res.rev = true, 0
 		return res, nil
 	}
-	if cur.rev == 0 && t.Count("") >= maxKeys {
-		res.full = true
-		return res, nil
+	if cur.rev == 0 {
+		n := t.keyCount()
+		if n >= maxKeys {
+			res.full = true
+			return res, nil
+		}
+		if err := t.setKeyCount(n + 1); err != nil {
+			return casResult{}, err
+		}
 	}
 	rev, err := t.nextRevision()
 	if err != nil {
@@ -122,11 +156,27 @@ func (t *Tx) apply(op casOp, maxKeys int) (casResult, error) {
 }
 
 // modWrite runs op in one fsync'd transaction of the module namespace of
-// family (group-committed with concurrent writers).
+// family (group-committed with concurrent writers). A conditional write
+// that a read already shows will not write (a revision mismatch, a create
+// over an existing key, a delete of an absent key) answers from that read
+// without a write transaction: the answer holds at the read, and losers
+// of a CAS race cost no fsync.
 func (s *Store) modWrite(family string, op casOp) (casResult, error) {
 	n, err := s.moduleNamespace(family)
 	if err != nil {
 		return casResult{}, err
+	}
+	if op.check || op.value == nil {
+		var cur modEntry
+		if err := n.View(func(tx *Tx) error { cur = tx.getEntry(op.key); return nil }); err != nil {
+			return casResult{}, err
+		}
+		if op.check && cur.rev != op.expected {
+			return casResult{rev: cur.rev, existed: cur.rev != 0}, nil
+		}
+		if op.value == nil && cur.rev == 0 {
+			return casResult{swapped: true}, nil
+		}
 	}
 	var res casResult
 	err = n.Batch(func(tx *Tx) error {
@@ -199,6 +249,9 @@ func (s *Store) modScan(family, prefix, after string, lim scanLimits) (*scanned,
 	sc := &scanned{keys: []string{}, limits: lim}
 	err = n.View(func(tx *Tx) error {
 		err := tx.ForEach(prefix, after, func(k string, raw []byte) error {
+			if k[0] == 0 { // countKey
+				return nil
+			}
 			rev, v := decodeValue(raw)
 			if !sc.add(k, v, rev, 0) {
 				return errStop

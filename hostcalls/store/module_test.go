@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -516,6 +517,62 @@ func TestLegacyValueRevision(t *testing.T) {
 	}
 }
 
+// The key budget is kept as a count (counted once for a bucket written
+// before the count existed): at MaxKeys a new key is refused, a delete
+// frees one, and the count's own record is never listed.
+func TestDurableKeyCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("module:m"))
+		if err != nil {
+			return err
+		}
+		b.Put([]byte("old1"), []byte("1"))
+		return b.Put([]byte("old2"), []byte("2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for round := 0; round < 2; round++ { // the second round reads the stored count after a reopen
+		s := open(t, path, 3)
+		if round == 0 {
+			mustCall(t, s, "m", "store.put", map[string]any{"key": "new", "value": 1})
+		}
+		if _, e := call(t, s, "m", "store.put", map[string]any{"key": "x", "value": 1}); e == nil || e.DomainCode() != DomainStoreFull {
+			t.Fatalf("round %d: 4th key: %v", round, e)
+		}
+		mustCall(t, s, "m", "store.put", map[string]any{"key": "old1", "value": 5})
+		if m := mustCall(t, s, "m", "store.delete", map[string]any{"key": "old1"}); m["deleted"] != true {
+			t.Fatal(m)
+		}
+		if m := mustCall(t, s, "m", "store.delete", map[string]any{"key": "old1"}); m["deleted"] != false {
+			t.Fatal(m)
+		}
+		if m := mustCall(t, s, "m", "store.cas", map[string]any{"key": "old1", "expected": 0, "value": 1}); m["swapped"] != true {
+			t.Fatalf("round %d: key after a delete: %v", round, m)
+		}
+		if _, e := call(t, s, "m", "store.create", map[string]any{"key": "y", "value": 1}); e == nil || e.DomainCode() != DomainStoreFull {
+			t.Fatalf("round %d: 4th key by create: %v", round, e)
+		}
+		for _, prefix := range []string{"", "\x00"} {
+			sc := mustCall(t, s, "m", "store.scan", map[string]any{"prefix": prefix})
+			ls := mustCall(t, s, "m", "store.list", map[string]any{"prefix": prefix})
+			want := 3
+			if prefix != "" {
+				want = 0
+			}
+			if len(sc["entries"].([]any)) != want || len(ls["keys"].([]any)) != want {
+				t.Fatalf("round %d prefix %q: scan %v list %v", round, prefix, sc, ls)
+			}
+		}
+		s.Close()
+	}
+}
+
 // Every store call needs no capability and is not an effect
 // (docs/POLICY.md, "The module's own store").
 func TestStoreCallsAreBookkeeping(t *testing.T) {
@@ -526,6 +583,43 @@ func TestStoreCallsAreBookkeeping(t *testing.T) {
 	for _, hc := range tbl {
 		if hc.Capability != hostcalls.CapNone || hc.Audit != hostcalls.AuditBookkeeping || hc.Effect() {
 			t.Errorf("%s: capability %q audit %q", hc.Name, hc.Capability, hc.Audit)
+		}
+	}
+}
+
+// The cost of one store host call (decode, work, encode; no wasm):
+// go test -run '^$' -bench HostCall ./hostcalls/store/
+func BenchmarkHostCall(b *testing.B) {
+	s, err := New(Config{Path: filepath.Join(b.TempDir(), "node.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	hc := map[string]hostcalls.HostCall{}
+	for _, h := range s.Table() {
+		hc[h.Name] = h
+	}
+	ctx := context.Background()
+	for _, vol := range []bool{false, true} {
+		name := "durable"
+		if vol {
+			name = "volatile"
+		}
+		v := fmt.Sprint(vol)
+		for _, c := range []struct{ call, args string }{
+			{"store.put", `{"key":"k","value":{"state":"done","exitCode":0},"volatile":` + v + `}`},
+			{"store.get", `{"key":"k","volatile":` + v + `}`},
+			{"store.cas", `{"key":"k","expected":1,"value":1,"volatile":` + v + `}`}, // a loser: no write
+			{"store.scan", `{"prefix":"k","limit":10,"volatile":` + v + `}`},
+		} {
+			b.Run(name+"/"+c.call, func(b *testing.B) {
+				args := []byte(c.args)
+				for i := 0; i < b.N; i++ {
+					if _, err := hc[c.call].Func(ctx, fakeCall{"m"}, args); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
