@@ -37,6 +37,12 @@ import (
 	"lemon/plugins/sdk"
 )
 
+// HostCalls are every import of this package, for sdk.Manifest.HostCalls
+// (a module imports only the calls whose wrappers it uses; `lemon plugin
+// inspect` warns about a declared call the module never imports).
+var HostCalls = []string{contract.StoreGet.Name(), contract.StorePut.Name(), contract.StoreCreate.Name(),
+	contract.StoreDelete.Name(), contract.StoreCAS.Name(), contract.StoreList.Name(), contract.StoreScan.Name()}
+
 // Namespace selects the calling module's durable or volatile namespace.
 type Namespace struct{ volatile bool }
 

@@ -59,7 +59,7 @@ func opts(p params) []store.Option {
 func init() {
 	sdk.Serve(sdk.Manifest{
 		Family: "kv", Version: "0.0.1", Capabilities: []string{"read", "write"},
-		HostCalls: []string{"store.get", "store.put", "store.create", "store.delete", "store.cas", "store.list", "store.scan"},
+		HostCalls: store.HostCalls,
 		Methods: []sdk.MethodSpec{
 			{Name: "node.kv.get", Version: 1, Capability: "read"},
 			{Name: "node.kv.put", Version: 1, Capability: "write"},
