@@ -31,8 +31,6 @@ var (
 	_ func(string, bool) (contract.PayloadResult, error)               = fs.DeletePreviewPayload
 	_ func(string, string, string) (contract.FSDeleteResult, error)    = fs.Delete
 	_ func(string) (contract.StoreGetResult, error)                    = store.Get
-	_ func(string, json.RawMessage) error                              = store.Put
-	_ func(string, json.RawMessage) error                              = store.Create
 	_ func(string) (contract.StoreDeleteResult, error)                 = store.Delete
 	_ func(string, string, int) (contract.StoreListResult, error)      = store.List
 	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)     = spawn.Run
@@ -46,4 +44,22 @@ var (
 	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
 	_ func() (contract.SysinfoSnapshot, error)                         = sysinfo.Snapshot
 	_ func() (json.RawMessage, error)                                  = sysinfo.SnapshotJSON
+)
+
+// The store wrappers (durable package-level functions and Namespace
+// methods).
+var (
+	_ func(string, json.RawMessage) (uint64, error)                                           = store.Put
+	_ func(string, json.RawMessage) (uint64, error)                                           = store.Create
+	_ func(string, uint64, json.RawMessage) (contract.StoreCASResult, error)                  = store.CAS
+	_ func(string, uint64) (contract.StoreCASResult, error)                                   = store.CASDelete
+	_ func(string, string, int) (contract.StoreScanResult, error)                             = store.Scan
+	_ func(string) (contract.StoreGetResult, error)                                           = store.Volatile.Get
+	_ func(string, json.RawMessage, ...store.Option) (uint64, error)                          = store.Volatile.Put
+	_ func(string, json.RawMessage, ...store.Option) (uint64, error)                          = store.Volatile.Create
+	_ func(string) (contract.StoreDeleteResult, error)                                        = store.Volatile.Delete
+	_ func(string, uint64, json.RawMessage, ...store.Option) (contract.StoreCASResult, error) = store.Volatile.CAS
+	_ func(string, uint64) (contract.StoreCASResult, error)                                   = store.Volatile.CASDelete
+	_ func(string, string, int) (contract.StoreListResult, error)                             = store.Volatile.List
+	_ func(string, string, int) (contract.StoreScanResult, error)                             = store.Volatile.Scan
 )
