@@ -172,29 +172,27 @@ func (s *Spawner) SignalRun(id, principal string) (string, error) {
 	if r == nil {
 		return contract.SpawnUnknown, nil
 	}
+	// The check and the signal are one step under r.mu, so the outcome
+	// names this call's own signal, never one a timeout sent meanwhile.
 	r.mu.Lock()
-	finished, before := r.finished, r.sig
-	r.mu.Unlock()
+	defer r.mu.Unlock()
 	switch {
-	case finished:
+	case r.finished:
 		return contract.SpawnExited, nil
-	case before != sigNone:
+	case r.sig != sigNone || r.pending:
 		return contract.SpawnSignalAlready, nil
 	}
-	r.stop(reasonCancel)
-	r.mu.Lock()
-	after := r.sig
-	r.mu.Unlock()
-	switch after {
+	if r.reason == "" {
+		r.reason = reasonCancel
+	}
+	r.signalLocked()
+	switch r.sig {
 	case sigSent:
 		return contract.SpawnSignalSent, nil
 	case sigGone:
 		return contract.SpawnSignalGone, nil
-	case sigFailed:
-		return "", errSignalFailed()
 	}
-	// The run finished between the checks.
-	return contract.SpawnExited, nil
+	return "", errSignalFailed()
 }
 
 func errSignalFailed() *protocol.Error {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"lemon/hostcalls/contract"
 	"lemon/hostcalls/store"
 	"lemon/protocol"
@@ -380,5 +382,34 @@ func TestPrimEndedRunsBounded(t *testing.T) {
 	}
 	if primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: ids[primMaxEnded]}, &w); w.State != contract.SpawnExited {
 		t.Fatalf("the newest reads %+v", w)
+	}
+}
+
+// A first group signal that fails is process_signal_failed (effect may
+// have applied), never retried: a second spawn.signal is "already" and
+// the end says signalFailed with no stop reason.
+func TestPrimSignalFailure(t *testing.T) {
+	f := newFixture(t, nil)
+	kills := 0
+	f.s.killFn = func(*run) error { kills++; return unix.EPERM }
+	c := newCall("inv", 0)
+	var st contract.SpawnStartResult
+	if err := primCall(t, f.s, c, "spawn.start", startArgs(c, "", "sleep", "0.3"), &st); err != nil {
+		t.Fatal(err)
+	}
+	var sig contract.SpawnSignalResult
+	err := primCall(t, f.s, c, "spawn.signal", contract.SpawnRunRef{Run: st.Run}, &sig)
+	if domain(err) != "INTERNAL_ERROR/process_signal_failed" {
+		t.Fatalf("first signal: %v", err)
+	}
+	if pe := err.(*protocol.Error); *pe.Details.RetrySafe || !*pe.Details.MutationMayHaveApplied {
+		t.Fatalf("retry details %+v", pe.Details)
+	}
+	if err := primCall(t, f.s, c, "spawn.signal", contract.SpawnRunRef{Run: st.Run}, &sig); err != nil || sig.Outcome != contract.SpawnSignalAlready {
+		t.Fatalf("second signal: %+v %v", sig, err)
+	}
+	x, _, _ := waitExit(t, f.s, c, st.Run)
+	if !x.SignalFailed || x.Stopped != "" || kills != 1 {
+		t.Fatalf("exit %+v after %d signals", x, kills)
 	}
 }

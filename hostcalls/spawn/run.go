@@ -526,6 +526,11 @@ func (r *run) stop(reason string) {
 func (r *run) signal() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.signalLocked()
+}
+
+// signalLocked is signal with r.mu held.
+func (r *run) signalLocked() {
 	if r.sig != sigNone {
 		return
 	}
