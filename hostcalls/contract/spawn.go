@@ -99,12 +99,17 @@ type (
 	// SpawnWaitResult is the result of spawn.wait: State "running" with a
 	// Handle to suspend on, "exited" with Exit, or "unknown" when this
 	// worker has no such run (it was started by a worker before a restart,
-	// ended more than a minute ago, or is older than the 64 most recent
-	// ended runs).
+	// was released, or is older than the 64 most recent ended runs).
 	SpawnWaitResult struct {
 		State  string     `json:"state" doc:"\"running\", \"exited\" or \"unknown\""`
 		Handle uint32     `json:"handle,omitempty" doc:"with \"running\": suspend on it"`
 		Exit   *SpawnExit `json:"exit,omitempty" doc:"with \"exited\""`
+	}
+	// SpawnReleaseResult is the result of spawn.release: Released is
+	// false when this worker had no such ended run (unknown, released
+	// before, or still running).
+	SpawnReleaseResult struct {
+		Released bool `json:"released"`
 	}
 	// SpawnSignalResult is the result of spawn.signal: "sent" (the group
 	// got its one SIGKILL now), "gone" (no member was left), "already"
@@ -139,9 +144,10 @@ var (
 	SpawnGet    = Call[SpawnIDArgs, SpawnReceiptResult]{"spawn.get"}
 	SpawnCancel = Call[SpawnIDArgs, SpawnReceiptResult]{"spawn.cancel"}
 
-	SpawnStart  = Call[SpawnStartArgs, SpawnStartResult]{"spawn.start"}
-	SpawnWait   = Call[SpawnRunRef, SpawnWaitResult]{"spawn.wait"}
-	SpawnSignal = Call[SpawnRunRef, SpawnSignalResult]{"spawn.signal"}
+	SpawnStart   = Call[SpawnStartArgs, SpawnStartResult]{"spawn.start"}
+	SpawnWait    = Call[SpawnRunRef, SpawnWaitResult]{"spawn.wait"}
+	SpawnSignal  = Call[SpawnRunRef, SpawnSignalResult]{"spawn.signal"}
+	SpawnRelease = Call[SpawnRunRef, SpawnReleaseResult]{"spawn.release"}
 )
 
 func spawnSpecs() []Spec {
@@ -153,5 +159,6 @@ func spawnSpecs() []Spec {
 		spec(SpawnStart, "Primitive: starts argv in the admitted cwd with stdin from a blob, under the command policy, the context's limits and containment; returns a run id and a handle that completes when the run ends. No receipt is kept."),
 		spec(SpawnWait, "Primitive: how a run of this principal ended (exit status, signal, stop reason, times, output blobs), or a handle to suspend on while it runs."),
 		spec(SpawnSignal, "Primitive: stops a run of this principal: its group gets one SIGKILL, never a second."),
+		spec(SpawnRelease, "Primitive: forgets an ended run of this principal and its output (the host keeps at most the 64 most recent ended runs until released)."),
 	}
 }

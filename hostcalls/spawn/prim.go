@@ -28,15 +28,13 @@ import (
 // namespace; New stops their survivors and deletes them.
 const primPrefix = "p/"
 
-// primKeep is how long a finished primitive run stays known to spawn.wait,
-// and primMaxEnded how many ended runs (with their output, up to 1 MiB
-// each) it keeps at most: past it the oldest is forgotten first and
-// spawn.wait answers "unknown" for it. The module that started a run is
-// resumed as soon as it ends, so it collects long before either bound.
-const (
-	primKeep     = time.Minute
-	primMaxEnded = 64
-)
+// primMaxEnded is how many ended runs (with their output, up to 1 MiB
+// each) stay known to spawn.wait until their module releases them
+// (spawn.release): past it the oldest is forgotten first and spawn.wait
+// answers "unknown" for it. A module that keeps outputs for later
+// requests (an output cache) holds fewer and releases the rest; the bound
+// is the host's memory budget whatever a module does.
+const primMaxEnded = 64
 
 // primExit is how a primitive run ended (contract.SpawnExit without blobs).
 type primExit struct {
@@ -60,8 +58,8 @@ func activeKey(r *run) string {
 }
 
 // finishPrim settles a primitive run: its containment record is deleted,
-// it leaves the active set, done closes, and spawn.wait can read it for
-// primKeep. Called from run.wait with the wait status decoded (exit is the
+// it leaves the active set, done closes, and spawn.wait can read it until
+// it is released or primMaxEnded newer runs have ended. Called from run.wait with the wait status decoded (exit is the
 // exit status, or minus the signal number).
 func (r *run) finishPrim(exit *int, reason string, sig sigState, stdout, stderr []byte, truncated bool, nowMs int64) {
 	e := primExit{startedMs: r.admitted, endedMs: nowMs, stdout: stdout, stderr: stderr, truncated: truncated,
@@ -93,11 +91,6 @@ func (r *run) finishPrim(exit *int, reason string, sig sigState, stdout, stderr 
 	}
 	s.mu.Unlock()
 	close(r.done)
-	time.AfterFunc(primKeep, func() {
-		s.mu.Lock()
-		s.forgetRun(r)
-		s.mu.Unlock()
-	})
 }
 
 // forgetRun drops ended run r from the runs spawn.wait knows (s.mu held).
@@ -105,6 +98,36 @@ func (s *Spawner) forgetRun(r *run) {
 	if s.runs[r.runID] == r {
 		delete(s.runs, r.runID)
 	}
+}
+
+// ReleaseRun is the spawn.release primitive in Go: it forgets ended run id
+// and its output. It answers true when it released the run, false when
+// this worker has no such ended run (unknown, already released, or still
+// running: a run in progress is never released). Another principal's run
+// is FORBIDDEN process_not_owner.
+func (s *Spawner) ReleaseRun(id, principal string) (bool, error) {
+	r, err := s.lookupRun(id, principal)
+	if err != nil || r == nil {
+		return false, err
+	}
+	select {
+	case <-r.done:
+	default:
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs[id] != r {
+		return false, nil
+	}
+	s.forgetRun(r)
+	for i, e := range s.ended {
+		if e == r {
+			s.ended = append(s.ended[:i:i], s.ended[i+1:]...)
+			break
+		}
+	}
+	return true, nil
 }
 
 // StartRun is the spawn.start primitive in Go: it checks req (ProcessID is
@@ -232,6 +255,7 @@ func (s *Spawner) primTable() hostcalls.Table {
 		hostcalls.Define(contract.SpawnStart, hostcalls.CapExec, hostcalls.AuditMutation, s.hcStart, startErrors...),
 		hostcalls.Define(contract.SpawnWait, hostcalls.CapExec, hostcalls.AuditRead, s.hcWait, refErrors...),
 		hostcalls.Define(contract.SpawnSignal, hostcalls.CapExec, hostcalls.AuditMutation, s.hcSignal, signalErrors...),
+		hostcalls.Define(contract.SpawnRelease, hostcalls.CapExec, hostcalls.AuditRead, s.hcRelease, refErrors...),
 	}
 }
 
@@ -323,6 +347,17 @@ func (s *Spawner) hcSignal(ctx context.Context, call hostcalls.Call, a contract.
 		return contract.SpawnSignalResult{}, err
 	}
 	return contract.SpawnSignalResult{Outcome: out}, nil
+}
+
+func (s *Spawner) hcRelease(ctx context.Context, call hostcalls.Call, a contract.SpawnRunRef) (contract.SpawnReleaseResult, error) {
+	if err := validRunID(a.Run); err != nil {
+		return contract.SpawnReleaseResult{}, err
+	}
+	ok, err := s.ReleaseRun(a.Run, call.Invocation().Authority.Principal)
+	if err != nil {
+		return contract.SpawnReleaseResult{}, err
+	}
+	return contract.SpawnReleaseResult{Released: ok}, nil
 }
 
 // recoverPrims stops the survivors of primitive runs a previous worker

@@ -413,3 +413,44 @@ func TestPrimSignalFailure(t *testing.T) {
 		t.Fatalf("exit %+v after %d signals", x, kills)
 	}
 }
+
+// spawn.release forgets an ended run: true once, then false, and
+// spawn.wait answers "unknown"; a running run is never released; another
+// principal's run is refused.
+func TestPrimRelease(t *testing.T) {
+	f := newFixture(t, nil)
+	c := newCall("inv", 0)
+	c.inv.Authority.Principal = "alice"
+	var st contract.SpawnStartResult
+	if err := primCall(t, f.s, c, "spawn.start", startArgs(c, "", "sleep", "30"), &st); err != nil {
+		t.Fatal(err)
+	}
+	var rel contract.SpawnReleaseResult
+	if err := primCall(t, f.s, c, "spawn.release", contract.SpawnRunRef{Run: st.Run}, &rel); err != nil || rel.Released {
+		t.Fatalf("release while running: %+v %v", rel, err)
+	}
+	bob := newCall("inv-b", 0)
+	bob.inv.Authority.Principal = "bob"
+	if err := primCall(t, f.s, bob, "spawn.release", contract.SpawnRunRef{Run: st.Run}, &rel); domain(err) != "FORBIDDEN/process_not_owner" {
+		t.Fatalf("foreign release: %v", err)
+	}
+	var sig contract.SpawnSignalResult
+	primCall(t, f.s, c, "spawn.signal", contract.SpawnRunRef{Run: st.Run}, &sig)
+	waitExit(t, f.s, c, st.Run)
+	if err := primCall(t, f.s, c, "spawn.release", contract.SpawnRunRef{Run: st.Run}, &rel); err != nil || !rel.Released {
+		t.Fatalf("release after the end: %+v %v", rel, err)
+	}
+	if err := primCall(t, f.s, c, "spawn.release", contract.SpawnRunRef{Run: st.Run}, &rel); err != nil || rel.Released {
+		t.Fatalf("second release: %+v %v", rel, err)
+	}
+	var w contract.SpawnWaitResult
+	if err := primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: st.Run}, &w); err != nil || w.State != contract.SpawnUnknown {
+		t.Fatalf("wait after release: %+v %v", w, err)
+	}
+	f.s.mu.Lock()
+	n := len(f.s.ended)
+	f.s.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d ended runs held after the release", n)
+	}
+}

@@ -134,7 +134,7 @@ type Spawner struct {
 	active  map[string]*run // by processId
 	owners  map[string]*run // finished runs awaiting their own request, by ownerKey
 	unsaved map[string]*run // terminal runs whose durable update failed, by processId
-	runs    map[string]*run // primitive runs (spawn.start), active and ended for primKeep, by run id
+	runs    map[string]*run // primitive runs (spawn.start), active, and ended until released (at most primMaxEnded), by run id
 	ended   []*run          // ended primitive runs, oldest first, at most primMaxEnded kept in runs
 	cache   *outputCache
 	// gates holds the processIds with a decision in progress (run, get,

@@ -19,3 +19,5 @@ func spawnStart(ptr, size uint32) uint64 { return 0 }
 func spawnWait(ptr, size uint32) uint64 { return 0 }
 
 func spawnSignal(ptr, size uint32) uint64 { return 0 }
+
+func spawnRelease(ptr, size uint32) uint64 { return 0 }

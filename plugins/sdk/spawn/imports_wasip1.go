@@ -26,3 +26,6 @@ func spawnWait(ptr, size uint32) uint64
 
 //go:wasmimport lemon spawn.signal
 func spawnSignal(ptr, size uint32) uint64
+
+//go:wasmimport lemon spawn.release
+func spawnRelease(ptr, size uint32) uint64

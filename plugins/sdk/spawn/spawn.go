@@ -61,3 +61,10 @@ func Wait(run string) (contract.SpawnWaitResult, error) {
 func Signal(run string) (contract.SpawnSignalResult, error) {
 	return sdk.Invoke(spawnSignal, contract.SpawnSignal, contract.SpawnRunRef{Run: run})
 }
+
+// Release forgets ended run and its output (spawn.release); Released is
+// false when this worker has no such ended run. The host keeps at most the
+// 64 most recent ended runs until they are released.
+func Release(run string) (contract.SpawnReleaseResult, error) {
+	return sdk.Invoke(spawnRelease, contract.SpawnRelease, contract.SpawnRunRef{Run: run})
+}
