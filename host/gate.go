@@ -95,8 +95,12 @@ func (g *Gate) withinCeiling(c string) bool {
 // allow takes one token from every bucket whose rule matches the host
 // call, or, if any of them is empty, from none and returns false. The
 // check and the take happen under g.mu, so concurrent calls never leave a
-// bucket charged for a call another bucket refused.
-func (g *Gate) allow(module, hostcall string) bool {
+// bucket charged for a call another bucket refused. A call of capability
+// none (own is true: the module's own store, settings, log and invocation
+// blobs, touching nothing of the node) is charged only by a rule that
+// names it, so a module-wide rule counts the module's node operations
+// however much bookkeeping it does (docs/POLICY.md, "Rate limits").
+func (g *Gate) allow(module, hostcall string, own bool) bool {
 	if len(g.rules) == 0 {
 		return true
 	}
@@ -104,7 +108,7 @@ func (g *Gate) allow(module, hostcall string) bool {
 	defer g.mu.Unlock()
 	var matched []*rate.Limiter
 	for i, r := range g.rules {
-		if !r.Matches(module, hostcall) {
+		if !r.Matches(module, hostcall) || (own && r.HostCall == "") {
 			continue
 		}
 		key := strconv.Itoa(i) + "|" + module
@@ -167,7 +171,7 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 	// receipt, reading back what was written) are neither charged nor
 	// refused; a further effect is still charged, and its refusal says
 	// the earlier effect stands.
-	if applied := inv.applied(); (!applied || hc.Effect()) && !g.allow(module, hc.Name) {
+	if applied := inv.applied(); (!applied || hc.Effect()) && !g.allow(module, hc.Name, hc.Capability == hostcalls.CapNone) {
 		g.record(inv, hc.Name, "rate_limited", 0)
 		if applied {
 			return nil, protocol.DomainError(protocol.CodeRateLimited, protocol.DomainRateLimited,

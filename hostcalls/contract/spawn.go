@@ -64,6 +64,10 @@ type (
 		StdinBlob      uint32   `json:"stdinBlob" doc:"id of the stdin input blob"`
 		TimeoutMs      int64    `json:"timeoutMs" doc:"ms, 1000..1800000; the host signals the group when it passes"`
 		MaxOutputBytes int64    `json:"maxOutputBytes" doc:"bytes of stdout plus stderr to keep, 1..1048576; one byte more signals the group"`
+		// Run, when set, is the run id to use ("r" and 16 lowercase hex
+		// digits), chosen by the caller so that it can record the id
+		// durably before the start; "" lets the host draw one.
+		Run string `json:"run,omitempty" doc:"optional: the run id to use (r + 16 lowercase hex), e.g. recorded before the start; one this worker knows is CONFLICT already_exists"`
 	}
 	// SpawnStartResult is the result of spawn.start: the run id and a
 	// handle that completes when the run has ended (suspend on it, then
@@ -97,11 +101,13 @@ type (
 		OutputTruncated bool    `json:"outputTruncated" doc:"the cap cut output, a pipe outlived WaitDelay, or blobs are null"`
 	}
 	// SpawnWaitResult is the result of spawn.wait: State "running" with a
-	// Handle to suspend on, "exited" with Exit, or "unknown" when this
-	// worker has no such run (it was started by a worker before a restart,
-	// was released, or is older than the 64 most recent ended runs).
+	// Handle to suspend on, "exited" with Exit, "starting" while a
+	// spawn.start given this run id is in flight (ask again), or "unknown"
+	// when this worker has no such run (it was started by a worker before
+	// a restart, was never started, was released, or is older than the 64
+	// most recent ended runs).
 	SpawnWaitResult struct {
-		State  string     `json:"state" doc:"\"running\", \"exited\" or \"unknown\""`
+		State  string     `json:"state" doc:"\"running\", \"exited\", \"starting\" or \"unknown\""`
 		Handle uint32     `json:"handle,omitempty" doc:"with \"running\": suspend on it"`
 		Exit   *SpawnExit `json:"exit,omitempty" doc:"with \"exited\""`
 	}
@@ -122,9 +128,10 @@ type (
 
 // spawn.wait states and spawn.signal outcomes.
 const (
-	SpawnRunning = "running"
-	SpawnExited  = "exited"
-	SpawnUnknown = "unknown"
+	SpawnRunning  = "running"
+	SpawnStarting = "starting"
+	SpawnExited   = "exited"
+	SpawnUnknown  = "unknown"
 
 	SpawnSignalSent    = "sent"
 	SpawnSignalGone    = "gone"

@@ -132,8 +132,9 @@ func (s *Spawner) ReleaseRun(id, principal string) (bool, error) {
 
 // StartRun is the spawn.start primitive in Go: it checks req (ProcessID is
 // ignored), admits its cwd, and starts it under containment. The returned
-// id names the run for WaitRun and SignalRun; done closes when it has
-// ended. Errors are *protocol.Error: the node.process.run limits
+// id names the run for WaitRun and SignalRun (req.runID when the caller
+// chose it: a run id this worker knows or is starting is CONFLICT
+// already_exists); done closes when it has ended. Errors are *protocol.Error: the node.process.run limits
 // (INVALID_PARAMS), the policy (FORBIDDEN command_not_allowed,
 // limit_exceeded, sandbox_unavailable), cwd admission, an exec the OS
 // refuses (executable_not_found, permission_denied, exec_format_error,
@@ -150,17 +151,42 @@ func (s *Spawner) StartRun(ctx context.Context, req Request) (id string, done <-
 	if limit := req.Auth.MaxOutputBytes; limit > 0 && req.MaxOutputBytes > limit {
 		return "", nil, errOutputLimit
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", nil, protocol.Errorf(protocol.CodeInternal, "no run id could be drawn")
+	if req.runID == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", nil, protocol.Errorf(protocol.CodeInternal, "no run id could be drawn")
+		}
+		req.runID = "r" + hex.EncodeToString(b[:])
+	} else {
+		// The caller chose the id (to record it durably before the
+		// start): it must name no run this worker knows or is starting.
+		if err := validRunID(req.runID); err != nil {
+			return "", nil, err
+		}
+		s.mu.Lock()
+		if s.runs[req.runID] != nil || s.claimed[req.runID] {
+			s.mu.Unlock()
+			return "", nil, errRunIDInUse
+		}
+		s.claimed[req.runID] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.claimed, req.runID)
+			s.mu.Unlock()
+		}()
 	}
-	req.runID = "r" + hex.EncodeToString(b[:])
 	h, _, err := s.start(ctx, req, nil)
 	if err != nil {
 		return "", nil, err
 	}
 	return req.runID, h.r.done, nil
 }
+
+// errRunIDInUse refuses a spawn.start whose chosen run id names a run this
+// worker knows (or is starting).
+var errRunIDInUse = protocol.DomainError(protocol.CodeConflict, protocol.DomainAlreadyExists,
+	"the run id is in use on this worker; nothing was started").WithRetry(true, false)
 
 func validatePrim(req Request) *protocol.Error {
 	req.ProcessID = "x" // not part of a primitive run
@@ -240,6 +266,8 @@ var (
 		hostcalls.Err(protocol.DomainError(protocol.CodeInvalidParams, protocol.DomainArgumentListTooLong, ""), "the OS refuses argv as too long"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessReceiptLimit, ""), "the node already runs its maximum of processes"),
 		hostcalls.Err(protocol.DomainError(protocol.CodeUnavailable, protocol.DomainProcessStoreUnavailable, ""), "the containment record could not be written"),
+		hostcalls.Err(protocol.InvalidParams("run", ""), "run is given and is not a run id"),
+		hostcalls.Err(errRunIDInUse, "run names a run this worker knows or is starting"),
 	}
 	refErrors = []hostcalls.ErrorSpec{
 		hostcalls.Err(protocol.InvalidParams("run", ""), "run is not a run id"),
@@ -270,7 +298,7 @@ func (s *Spawner) hcStart(ctx context.Context, call hostcalls.Call, a contract.S
 		return contract.SpawnStartResult{}, err
 	}
 	defer release()
-	id, done, err := s.StartRun(ctx, Request{Cwd: a.Cwd, Argv: a.Argv, Stdin: stdin,
+	id, done, err := s.StartRun(ctx, Request{runID: a.Run, Cwd: a.Cwd, Argv: a.Argv, Stdin: stdin,
 		TimeoutMs: a.TimeoutMs, MaxOutputBytes: a.MaxOutputBytes,
 		Generation: inv.SessionGeneration, Owner: inv.InvokeID,
 		OutputBudget: protocol.ProcessOutputBudget(inv.ResultRoom()),
@@ -313,6 +341,14 @@ func (s *Spawner) hcWait(ctx context.Context, call hostcalls.Call, a contract.Sp
 		return contract.SpawnWaitResult{}, err
 	}
 	r, err := s.lookupRun(a.Run, call.Invocation().Authority.Principal)
+	if err == nil && r == nil {
+		s.mu.Lock()
+		starting := s.claimed[a.Run]
+		s.mu.Unlock()
+		if starting {
+			return contract.SpawnWaitResult{State: contract.SpawnStarting}, nil
+		}
+	}
 	if err != nil || r == nil {
 		return contract.SpawnWaitResult{State: contract.SpawnUnknown}, err
 	}

@@ -454,3 +454,49 @@ func TestPrimRelease(t *testing.T) {
 		t.Fatalf("%d ended runs held after the release", n)
 	}
 }
+
+// spawn.start may be given the run id (a module records it before the
+// start): the run takes it; an id this worker knows, or one a start in
+// flight claimed (spawn.wait answers "starting" meanwhile), is CONFLICT
+// already_exists and starts nothing; an id that is not one is
+// INVALID_PARAMS run.
+func TestPrimChosenRunID(t *testing.T) {
+	f := newFixture(t, nil)
+	c := newCall("inv-1", 0)
+	args := startArgs(c, "", "true")
+	args.Run = "r0123456789abcdef"
+	var st contract.SpawnStartResult
+	if err := primCall(t, f.s, c, "spawn.start", args, &st); err != nil || st.Run != args.Run {
+		t.Fatalf("spawn.start with a chosen id: %+v %v", st, err)
+	}
+	<-c.done
+	if x, _, _ := waitExit(t, f.s, c, st.Run); x.ExitCode == nil || *x.ExitCode != 0 {
+		t.Fatalf("exit %+v", x)
+	}
+	marker := filepath.Join(f.root, "again")
+	again := startArgs(c, "", "touch", marker)
+	again.Run = args.Run
+	if err := primCall(t, f.s, c, "spawn.start", again, &st); domain(err) != "CONFLICT/already_exists" {
+		t.Fatalf("a known run id: %v", err)
+	}
+	f.s.mu.Lock()
+	f.s.claimed["r1111111111111111"] = true
+	f.s.mu.Unlock()
+	var w contract.SpawnWaitResult
+	if err := primCall(t, f.s, c, "spawn.wait", contract.SpawnRunRef{Run: "r1111111111111111"}, &w); err != nil || w.State != contract.SpawnStarting {
+		t.Fatalf("spawn.wait of a claimed id: %+v %v", w, err)
+	}
+	again.Run = "r1111111111111111"
+	if err := primCall(t, f.s, c, "spawn.start", again, &st); domain(err) != "CONFLICT/already_exists" {
+		t.Fatalf("a claimed run id: %v", err)
+	}
+	for _, bad := range []string{"r0123", "x0123456789abcdef", "r0123456789abcdeg", "r0123456789abcdef0"} {
+		again.Run = bad
+		if err := primCall(t, f.s, c, "spawn.start", again, &st); !strings.HasPrefix(domain(err), "INVALID_PARAMS") {
+			t.Fatalf("run %q: %v", bad, err)
+		}
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("a refused start ran: %v", err)
+	}
+}

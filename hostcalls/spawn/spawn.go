@@ -135,6 +135,7 @@ type Spawner struct {
 	owners  map[string]*run // finished runs awaiting their own request, by ownerKey
 	unsaved map[string]*run // terminal runs whose durable update failed, by processId
 	runs    map[string]*run // primitive runs (spawn.start), active, and ended until released (at most primMaxEnded), by run id
+	claimed map[string]bool // run ids a spawn.start in flight was asked to use
 	ended   []*run          // ended primitive runs, oldest first, at most primMaxEnded kept in runs
 	cache   *outputCache
 	// gates holds the processIds with a decision in progress (run, get,
@@ -218,6 +219,7 @@ func New(cfg Config) (*Spawner, error) {
 		owners:   map[string]*run{},
 		unsaved:  map[string]*run{},
 		runs:     map[string]*run{},
+		claimed:  map[string]bool{},
 		cache:    newOutputCache(cfg.OutputCacheEntries, cfg.OutputCacheTTL, cfg.Now),
 		gates:    map[string]chan struct{}{},
 		killFn:   (*run).killMembers,

@@ -3,20 +3,21 @@
 // Command process is the module of the process family: node.process.run,
 // node.process.get and node.process.cancel (spec "Native processes",
 // "Receipt meaning and reconciliation", "Cancellation races"). It
-// validates each request again on the node, drives the spawn host calls,
-// and shapes the seven-field receipt. Every effect (the process, the
-// durable receipts, the output bytes) stays host-side: stdin arrives as an
-// input blob, output leaves as output blobs, and a run in progress is a
-// suspension, so no instance is held while a process runs.
+// validates each request again on the node, keeps the receipt state
+// machine (at-most-once, tombstones, retention, the output cache,
+// ownership; receipts.go) in its own store, and runs processes with the
+// spawn primitives. Output bytes never enter the module: stdin arrives as
+// an input blob, output stays in the host and leaves as output blobs, and
+// a run in progress is a suspension, so no instance is held while a
+// process runs.
 package main
 
 import (
 	"encoding/json"
 	"strconv"
 
-	"lemon/hostcalls/contract"
+	"lemon/host/abi/wire"
 	"lemon/plugins/sdk"
-	"lemon/plugins/sdk/spawn"
 	"lemon/protocol"
 )
 
@@ -29,41 +30,36 @@ func init() {
 }
 
 // waitState is carried through a suspension: the params were validated
-// before it, so a resume needs only the ids.
+// before it, so a resume needs only the ids and the run.
 type waitState struct {
 	ProcessID string `json:"processId"`
 	NodeID    string `json:"nodeId"`
+	Run       string `json:"run"`
 }
 
 // resumed decodes the state a suspension carried; ok is false when it is
-// not one this module wrote (the params are then validated again).
+// not one this module wrote.
 func resumed(req *sdk.Request) (w waitState, ok bool) {
-	if req.Resume == nil || json.Unmarshal(req.Resume.State, &w) != nil || protocol.ValidateProcessID(w.ProcessID) != nil {
+	if req.Resume == nil || wire.Unmarshal(req.Resume.State, &w) != nil || protocol.ValidateProcessID(w.ProcessID) != nil || w.Run == "" {
 		return w, false
 	}
 	return w, protocol.RequireNodeID(w.NodeID) == nil
 }
 
+func errResume() *protocol.Error {
+	return protocol.Errorf(protocol.CodeInternal, "the resumed invocation carries no state of this module")
+}
+
 func run(req *sdk.Request) (*sdk.Result, error) {
 	if w, ok := resumed(req); ok {
-		// The process ended: collect the final receipt this request owns.
-		rep, err := spawn.Result(w.ProcessID)
-		if err != nil {
-			return nil, err
-		}
-		return receipt(w.ProcessID, w.NodeID, rep.Receipt)
+		// The process ended: settle and answer with its own output.
+		return finish(w)
+	} else if req.Resume != nil {
+		return nil, errResume()
 	}
 	p, perr := protocol.ParseProcessRunNoStdin(req.Params)
 	if perr != nil {
 		return nil, perr
-	}
-	nodeID := receiptNode(req, p.NodeID)
-	if req.Resume != nil {
-		rep, err := spawn.Result(p.ProcessID)
-		if err != nil {
-			return nil, err
-		}
-		return receipt(p.ProcessID, nodeID, rep.Receipt)
 	}
 	stdin, ok := req.Blobs["stdinBase64"]
 	if !ok {
@@ -72,18 +68,7 @@ func run(req *sdk.Request) (*sdk.Result, error) {
 	if err := protocol.ValidateProcessStdinSize(stdin.Size); err != nil {
 		return nil, err
 	}
-	rep, err := spawn.Run(contract.SpawnRunArgs{ProcessID: p.ProcessID, Cwd: p.Cwd, Argv: p.Argv, StdinBlob: stdin.ID,
-		TimeoutMs: p.TimeoutMs, MaxOutputBytes: p.MaxOutputBytes})
-	if err != nil {
-		return nil, err
-	}
-	switch rep.Status {
-	case contract.SpawnExisting:
-		return receipt(p.ProcessID, nodeID, rep.Receipt)
-	case contract.SpawnStarted:
-		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID, NodeID: nodeID}}}, nil
-	}
-	return nil, protocol.Errorf(protocol.CodeInternal, "spawn.run returned an unknown status")
+	return admit(req, p, stdin.ID, receiptNode(req, p.NodeID))
 }
 
 func get(req *sdk.Request) (*sdk.Result, error) {
@@ -91,35 +76,21 @@ func get(req *sdk.Request) (*sdk.Result, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	rep, err := spawn.Get(p.ProcessID)
-	if err != nil {
-		return nil, err
-	}
-	return receipt(p.ProcessID, receiptNode(req, p.NodeID), rep.Receipt)
+	return getReceipt(req, p.ProcessID, receiptNode(req, p.NodeID))
 }
 
 func cancel(req *sdk.Request) (*sdk.Result, error) {
+	if w, ok := resumed(req); ok {
+		// The signalled run has been reaped.
+		return finish(w)
+	} else if req.Resume != nil {
+		return nil, errResume()
+	}
 	p, perr := protocol.ParseProcessID(req.Params)
 	if perr != nil {
 		return nil, perr
 	}
-	nodeID := receiptNode(req, p.NodeID)
-	if req.Resume != nil {
-		// The signalled run has been reaped: read its final receipt.
-		rep, err := spawn.Get(p.ProcessID)
-		if err != nil {
-			return nil, err
-		}
-		return receipt(p.ProcessID, nodeID, rep.Receipt)
-	}
-	rep, err := spawn.Cancel(p.ProcessID)
-	if err != nil {
-		return nil, err
-	}
-	if rep.Receipt == nil {
-		return &sdk.Result{Suspend: &sdk.Suspend{Handle: rep.Handle, State: waitState{ProcessID: p.ProcessID, NodeID: nodeID}}}, nil
-	}
-	return receipt(p.ProcessID, nodeID, rep.Receipt)
+	return cancelRun(req, p.ProcessID, receiptNode(req, p.NodeID))
 }
 
 // receiptNode is the node the receipt names: the durable id the broker
@@ -134,17 +105,14 @@ func receiptNode(req *sdk.Request, paramsNodeID string) string {
 // receipt shapes the seven-field payload. Known output goes out as blobs
 // (the host writes their base64 into stdoutBase64/stderrBase64); unknown
 // output is null with outputTruncated:true.
-func receipt(processID, nodeID string, w *contract.SpawnReceipt) (*sdk.Result, error) {
-	if w == nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "host call returned no receipt")
-	}
-	r := protocol.ProcessReceipt{ProcessID: processID, NodeID: nodeID, State: w.State,
-		ExitCode: w.ExitCode, OutputTruncated: w.OutputTruncated}
+func receipt(processID, nodeID string, v view) (*sdk.Result, error) {
+	r := protocol.ProcessReceipt{ProcessID: processID, NodeID: nodeID, State: v.state,
+		ExitCode: v.exit, OutputTruncated: v.truncated}
 	var blobs map[string]uint32
-	if w.StdoutBlob != nil && w.StderrBlob != nil {
+	if v.stdout != nil && v.stderr != nil {
 		empty := ""
 		r.StdoutBase64, r.StderrBase64 = &empty, &empty
-		blobs = map[string]uint32{"stdoutBase64": *w.StdoutBlob, "stderrBase64": *w.StderrBlob}
+		blobs = map[string]uint32{"stdoutBase64": *v.stdout, "stderrBase64": *v.stderr}
 	} else {
 		r.OutputTruncated = true
 	}

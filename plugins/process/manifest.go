@@ -18,7 +18,8 @@ var manifest = sdk.Manifest{
 	Family:       "process",
 	Version:      "1.0.0",
 	Capabilities: []string{"exec"},
-	HostCalls:    []string{"spawn.run", "spawn.result", "spawn.get", "spawn.cancel"},
+	HostCalls: []string{"spawn.start", "spawn.wait", "spawn.signal", "spawn.release",
+		"store.get", "store.put", "store.delete", "store.cas", "store.scan", "blob.sha256", "config.get"},
 	Methods: []sdk.MethodSpec{
 		{Name: protocol.MethodProcessRun, Version: 1, Capability: "exec", Scope: protocol.ScopeAdmin,
 			Retry: protocol.RetryMutation, DeadlineMs: protocol.ProcessTimeoutMaxMs + protocol.ProcessRunDeadlineSlop,

@@ -23,6 +23,7 @@ import (
 	"lemon/host/hosttest"
 	"lemon/hostcalls"
 	"lemon/hostcalls/fs"
+	"lemon/hostcalls/guest"
 	"lemon/hostcalls/spawn"
 	"lemon/hostcalls/store"
 	"lemon/protocol"
@@ -61,7 +62,7 @@ func newEnv(tb testing.TB, poolSize int) *env {
 	}
 	ctx := context.Background()
 	e.h, err = host.New(ctx, host.Config{CacheDir: hosttest.CacheDir(tb), PoolSize: poolSize, Ceiling: hostcalls.AllCapabilities,
-		Tables: []hostcalls.Table{e.sp.Table(), e.st.Table()}, Logger: slog.New(slog.NewJSONHandler(e.log, nil))})
+		Tables: []hostcalls.Table{e.sp.Table(), e.st.Table(), guest.New(guest.Config{}).Table()}, Logger: slog.New(slog.NewJSONHandler(e.log, nil))})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestCanaryStaysOutOfLogsAndDisk(t *testing.T) {
 			t.Fatalf("canary leaked: %s", s)
 		}
 	}
-	if !strings.Contains(e.log.String(), "spawn.run") {
+	if !strings.Contains(e.log.String(), "spawn.start") {
 		t.Fatal("audit log is empty; the check above proves nothing")
 	}
 	n := 0

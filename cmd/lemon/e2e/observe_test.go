@@ -122,7 +122,7 @@ func TestObservabilityThroughController(t *testing.T) {
 		`lemon_node_vault_operations_total{operation="set",outcome="ok"} 1`,
 		`lemon_node_processes_active 0`,
 		`lemon_node_pool_instances{module="fs"}`,
-		`lemon_hostcall_duration_seconds_bucket{hostcall="spawn.run"`,
+		`lemon_hostcall_duration_seconds_bucket{hostcall="spawn.start"`,
 	} {
 		if !strings.Contains(nodeMetrics, want) {
 			t.Errorf("node /metrics lacks %s", want)
@@ -163,7 +163,7 @@ func TestObservabilityThroughController(t *testing.T) {
 			joined[h.HostCall]++
 		}
 	}
-	for _, hc := range []string{"fs.stat_payload", "spawn.run", "vault.set"} {
+	for _, hc := range []string{"fs.stat_payload", "spawn.start", "vault.set"} {
 		if joined[hc] == 0 {
 			t.Errorf("no joined record of host call %s: %v", hc, joined)
 		}
