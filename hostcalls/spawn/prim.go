@@ -336,6 +336,38 @@ func validRunID(id string) error {
 	return nil
 }
 
+// RunEnd is how an ended primitive run ended: spawn.wait's exit in Go,
+// with the output bytes themselves.
+type RunEnd struct {
+	ExitCode        *int
+	Signal          int
+	Stopped         string
+	SignalFailed    bool
+	StartedMs       int64
+	EndedMs         int64
+	Stdout, Stderr  []byte
+	OutputTruncated bool
+}
+
+// WaitRun is spawn.wait in Go for principal's run id: known is false when
+// this worker has no such run; done is non-nil (wait on it, then ask
+// again) while the run is in progress. Another principal's run is
+// FORBIDDEN process_not_owner.
+func (s *Spawner) WaitRun(id, principal string) (end RunEnd, done <-chan struct{}, known bool, err error) {
+	r, err := s.lookupRun(id, principal)
+	if err != nil || r == nil {
+		return RunEnd{}, nil, false, err
+	}
+	select {
+	case <-r.done:
+	default:
+		return RunEnd{}, r.done, true, nil
+	}
+	e := r.exit
+	return RunEnd{ExitCode: e.exitCode, Signal: e.signal, Stopped: e.stopped, SignalFailed: e.signalFailed,
+		StartedMs: e.startedMs, EndedMs: e.endedMs, Stdout: e.stdout, Stderr: e.stderr, OutputTruncated: e.truncated}, nil, true, nil
+}
+
 func (s *Spawner) hcWait(ctx context.Context, call hostcalls.Call, a contract.SpawnRunRef) (contract.SpawnWaitResult, error) {
 	if err := validRunID(a.Run); err != nil {
 		return contract.SpawnWaitResult{}, err

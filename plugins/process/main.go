@@ -35,6 +35,10 @@ type waitState struct {
 	ProcessID string `json:"processId"`
 	NodeID    string `json:"nodeId"`
 	Run       string `json:"run"`
+	// Rec and Rev are the started record the run made and its revision
+	// (a resumed run settles it without reading it again).
+	Rec *record `json:"rec,omitempty"`
+	Rev uint64  `json:"rev,omitempty"`
 }
 
 // resumed decodes the state a suspension carried; ok is false when it is
@@ -68,7 +72,7 @@ func run(req *sdk.Request) (*sdk.Result, error) {
 	if err := protocol.ValidateProcessStdinSize(stdin.Size); err != nil {
 		return nil, err
 	}
-	return admit(req, p, stdin.ID, receiptNode(req, p.NodeID))
+	return admit(req, p, stdin.ID, int64(stdin.Size), receiptNode(req, p.NodeID))
 }
 
 func get(req *sdk.Request) (*sdk.Result, error) {

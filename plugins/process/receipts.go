@@ -10,7 +10,7 @@ package main
 //	durable  n              how many r/ records exist (the retained count, by compare-and-swap)
 //	durable  k              the node-local key of the intent binding (32 random bytes, hex)
 //	volatile boot           this worker's id: a started record of another boot is a dead worker's
-//	volatile o/<processId>  an output cache entry: the ended run whose output the host keeps
+//	volatile o              the output cache: the ended runs whose output the host keeps, oldest first
 //
 // The record never holds argv, cwd, stdin or output; output bytes stay in
 // the host (spawn.release decides how long) and never enter this module.
@@ -22,7 +22,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"lemon/host/abi/wire"
@@ -63,12 +64,6 @@ type record struct {
 	// Stopped is the host's stop reason for a cancelled run (operators'
 	// metadata, never returned).
 	Stopped string `json:"stopped,omitempty"`
-}
-
-// cached is the volatile o/<processId> entry.
-type cached struct {
-	Run  string `json:"run"`
-	AtMs int64  `json:"atMs"`
 }
 
 // view is a receipt before shaping: outputs are blobs or unknown.
@@ -189,6 +184,10 @@ func boot() (string, error) {
 
 var intentKey []byte
 
+// emptySHA256 is the SHA-256 of no bytes: an empty stdin is not hashed on
+// the host.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // key is the node-local key of the intent binding, created once in the
 // durable namespace.
 func key() ([]byte, error) {
@@ -237,14 +236,16 @@ func jsonString(s string) json.RawMessage { return json.RawMessage(`"` + s + `"`
 // node-local key over the length-prefixed cwd, argv, the SHA-256 of the
 // stdin bytes (hashed on the host), timeoutMs and maxOutputBytes. It is
 // stored and compared in constant time, never returned.
-func intent(p protocol.ProcessRunParams, stdin uint32) (string, error) {
+func intent(p protocol.ProcessRunParams, stdin uint32, size int64) (string, error) {
 	k, err := key()
 	if err != nil {
 		return "", err
 	}
-	d, err := blob.SHA256(stdin)
-	if err != nil {
-		return "", err
+	d := contract.Digest{SHA256: emptySHA256}
+	if size > 0 {
+		if d, err = blob.SHA256(stdin); err != nil {
+			return "", err
+		}
 	}
 	m := hmac.New(sha256.New, k)
 	var n [8]byte
@@ -289,6 +290,18 @@ func encode(v any) json.RawMessage {
 // at the limit: the count stays exact under concurrent admissions.
 func takeSlot() error {
 	loadLimits()
+	// This instance's last view of the count is usually current: one
+	// compare-and-swap without a read.
+	if slot.rev != 0 && slot.n < limits.maxRetained {
+		r, err := store.CAS("n", slot.rev, encode(slot.n+1))
+		if err != nil {
+			return errStore()
+		}
+		if r.Swapped {
+			slot.n, slot.rev = slot.n+1, r.Revision
+			return nil
+		}
+	}
 	for {
 		g, err := store.Get("n")
 		if err != nil {
@@ -306,9 +319,16 @@ func takeSlot() error {
 			return errStore()
 		}
 		if r.Swapped {
+			slot.n, slot.rev = n+1, r.Revision
 			return nil
 		}
 	}
+}
+
+// slot is this instance's last view of the retained count.
+var slot struct {
+	n   int
+	rev uint64
 }
 
 // giveSlot returns a slot taken for an id that was not admitted after
@@ -325,7 +345,11 @@ func giveSlot() {
 			return
 		}
 		r, err := store.CAS("n", g.Revision, encode(n-1))
-		if err != nil || r.Swapped {
+		if err != nil {
+			return
+		}
+		if r.Swapped {
+			slot.n, slot.rev = n-1, r.Revision
 			return
 		}
 	}
@@ -399,78 +423,133 @@ func settle(id string, rec record, rev uint64, run string, x *contract.SpawnExit
 	return t.State, t.ExitCode
 }
 
-// cacheOutput notes that the host keeps run's output for id's receipt,
-// then releases the oldest entries past output_cache_entries and those
-// older than 24 hours (docs/PROCESS.md, "Output cache").
+// The output cache is one volatile key, "o": its entries oldest first,
+// updated by compare-and-swap. An entry names the ended run whose output
+// the host keeps for a terminal receipt. The value is one JSON string,
+// "processId run atMs" per entry joined by ";" (no field needs escaping:
+// processIds are [A-Za-z0-9_:-], run ids hex), so reading and writing it
+// costs a string scan, not a JSON decode of 16 objects.
+type cacheIndex struct {
+	Entries []cacheEntry
+}
+
+type cacheEntry struct {
+	ID   string
+	Run  string
+	AtMs int64
+}
+
+func (c cacheIndex) encode() json.RawMessage {
+	b := make([]byte, 0, 2+len(c.Entries)*64)
+	b = append(b, '"')
+	for i, e := range c.Entries {
+		if i > 0 {
+			b = append(b, ';')
+		}
+		b = append(b, e.ID...)
+		b = append(b, ' ')
+		b = append(b, e.Run...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, e.AtMs, 10)
+	}
+	return append(b, '"')
+}
+
+func decodeCache(v json.RawMessage) cacheIndex {
+	var c cacheIndex
+	var s string
+	if wire.Unmarshal(v, &s) != nil || s == "" {
+		return c
+	}
+	for _, part := range strings.Split(s, ";") {
+		f := strings.Fields(part)
+		if len(f) != 3 {
+			continue
+		}
+		at, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		c.Entries = append(c.Entries, cacheEntry{ID: f[0], Run: f[1], AtMs: at})
+	}
+	return c
+}
+
+func readCache() (cacheIndex, uint64, error) {
+	g, err := store.Volatile.Get("o")
+	if err != nil {
+		return cacheIndex{}, 0, err
+	}
+	if !g.Found {
+		return cacheIndex{}, 0, nil
+	}
+	return decodeCache(g.Value), g.Revision, nil
+}
+
+// cacheOutput adds id's run to the output cache, then releases the runs
+// of the oldest entries past output_cache_entries and of those older than
+// 24 hours (docs/PROCESS.md, "Output cache"). On a store failure the run
+// is released: its output is simply not cached.
 func cacheOutput(id, run string) {
 	loadLimits()
-	now := nowMs()
-	if _, err := store.Volatile.Put("o/"+id, encode(cached{Run: run, AtMs: now})); err != nil {
-		spawn.Release(run)
-		return
-	}
-	type entry struct {
-		key string
-		rev uint64
-		c   cached
-	}
-	var es []entry
-	after := ""
-	for {
-		s, err := store.Volatile.Scan("o/", after, 1000)
+	ttl := protocol.ProcessOutputCacheTTL.Milliseconds()
+	for i := 0; i < 100; i++ {
+		c, rev, err := readCache()
 		if err != nil {
+			break
+		}
+		now := nowMs()
+		kept := make([]cacheEntry, 0, len(c.Entries)+1)
+		var drop []string
+		for _, e := range c.Entries {
+			if now-e.AtMs >= ttl || e.ID == id {
+				drop = append(drop, e.Run)
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		kept = append(kept, cacheEntry{ID: id, Run: run, AtMs: now})
+		for len(kept) > limits.cacheEntries {
+			drop = append(drop, kept[0].Run)
+			kept = kept[1:]
+		}
+		r, err := store.Volatile.CAS("o", rev, cacheIndex{Entries: kept}.encode())
+		if err != nil {
+			break
+		}
+		if r.Swapped {
+			for _, d := range drop {
+				if d != run {
+					spawn.Release(d)
+				}
+			}
 			return
 		}
-		for _, e := range s.Entries {
-			var c cached
-			if wire.Unmarshal(e.Value, &c) == nil {
-				es = append(es, entry{e.Key, e.Revision, c})
-			}
-			after = e.Key
-		}
-		if !s.More {
-			break
-		}
 	}
-	sort.Slice(es, func(i, j int) bool {
-		if es[i].c.AtMs != es[j].c.AtMs {
-			return es[i].c.AtMs < es[j].c.AtMs
-		}
-		return es[i].key < es[j].key
-	})
-	ttl := protocol.ProcessOutputCacheTTL.Milliseconds()
-	for i, e := range es {
-		if len(es)-i <= limits.cacheEntries && now-e.c.AtMs < ttl {
-			break
-		}
-		if r, err := store.Volatile.CASDelete(e.key, e.rev); err == nil && r.Swapped {
-			spawn.Release(e.c.Run)
-		}
-	}
+	spawn.Release(run)
 }
 
 // cachedOutput returns the output the cache holds for id's terminal
-// receipt (nil: none, or expired).
+// receipt (nil: none, or older than 24 hours).
 func cachedOutput(id string) *contract.SpawnExit {
-	g, err := store.Volatile.Get("o/" + id)
-	if err != nil || !g.Found {
+	c, _, err := readCache()
+	if err != nil {
 		return nil
 	}
-	var c cached
-	if wire.Unmarshal(g.Value, &c) != nil {
-		return nil
-	}
-	if nowMs()-c.AtMs >= protocol.ProcessOutputCacheTTL.Milliseconds() {
-		if r, err := store.Volatile.CASDelete("o/"+id, g.Revision); err == nil && r.Swapped {
-			spawn.Release(c.Run)
+	for _, e := range c.Entries {
+		if e.ID != id {
+			continue
 		}
-		return nil
+		if nowMs()-e.AtMs >= protocol.ProcessOutputCacheTTL.Milliseconds() {
+			return nil
+		}
+		w, err := spawn.Wait(e.Run)
+		if err != nil || w.State != contract.SpawnExited {
+			return nil
+		}
+		return w.Exit
 	}
-	w, err := spawn.Wait(c.Run)
-	if err != nil || w.State != contract.SpawnExited {
-		return nil
-	}
-	return w.Exit
+	return nil
 }
 
 // progress is where a started record's run stands.
@@ -533,12 +612,12 @@ func observe(id string, rec record, rev uint64) (view, error) {
 // admit is node.process.run for an id without a record, or the receipt
 // of the record it has: a started record is durable before spawn.start,
 // so nothing ever runs twice under one id.
-func admit(req *sdk.Request, p protocol.ProcessRunParams, stdin uint32, nodeID string) (*sdk.Result, error) {
+func admit(req *sdk.Request, p protocol.ProcessRunParams, stdin uint32, stdinSize int64, nodeID string) (*sdk.Result, error) {
 	principal, err := principalOf(req)
 	if err != nil {
 		return nil, err
 	}
-	in, err := intent(p, stdin)
+	in, err := intent(p, stdin, stdinSize)
 	if err != nil {
 		return nil, err
 	}
@@ -593,7 +672,7 @@ func admit(req *sdk.Request, p protocol.ProcessRunParams, stdin uint32, nodeID s
 			return nil, err
 		}
 		return &sdk.Result{Suspend: &sdk.Suspend{Handle: st.Handle,
-			State: waitState{ProcessID: p.ProcessID, NodeID: nodeID, Run: st.Run}}}, nil
+			State: waitState{ProcessID: p.ProcessID, NodeID: nodeID, Run: st.Run, Rec: &rec, Rev: r.Revision}}}, nil
 	}
 }
 
@@ -633,7 +712,9 @@ func finish(w waitState) (*sdk.Result, error) {
 		exit = nil
 	}
 	state, code := facts(exit)
-	if rec, rev, found, err := load(w.ProcessID); err == nil && found {
+	if w.Rec != nil && w.Rev != 0 && w.Rec.State == stateStarted && w.Rec.Run == w.Run {
+		state, code = settle(w.ProcessID, *w.Rec, w.Rev, w.Run, exit)
+	} else if rec, rev, found, err := load(w.ProcessID); err == nil && found {
 		if rec.State == stateStarted {
 			state, code = settle(w.ProcessID, rec, rev, w.Run, exit)
 		} else if !rec.Tombstone {
