@@ -70,9 +70,10 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// receiptCalls are the host calls whose success returns a receipt.
+// receiptCalls are the host calls whose success returns a receipt (the
+// process module keeps its receipts itself: docs/PROCESS.md).
 var receiptCalls = map[string]bool{
-	"spawn.result": true, "spawn.get": true, "spawn.cancel": true, "vault.receipt": true,
+	"vault.receipt": true,
 }
 
 // observe counts one host call.

@@ -50,3 +50,27 @@ func TestGuestFamilyCarriesPolicySettings(t *testing.T) {
 		}
 	}
 }
+
+// The worker hands the process module its receipt limits from [limits]
+// (0: the spec's maximum), replacing [modules.process] values of the same
+// keys and keeping its others; other families' tables are untouched.
+func TestModuleSettingsCarryReceiptLimits(t *testing.T) {
+	mods := map[string]map[string]any{
+		"process":  {"max_retained_receipts": 5000, "other": "x"},
+		"checksum": {"algorithm": "sha256"},
+	}
+	got := moduleSettings(mods, policies.WorkerLimit{MaxRetainedReceipts: 3})
+	p := got["process"]
+	if p["max_retained_receipts"] != 3 || p["output_cache_entries"] != policies.SpecMaxOutputCache || p["other"] != "x" {
+		t.Fatalf("process settings %v", p)
+	}
+	if got["checksum"]["algorithm"] != "sha256" || len(got["checksum"]) != 1 {
+		t.Fatalf("checksum settings %v", got["checksum"])
+	}
+	if mods["process"]["max_retained_receipts"] != 5000 {
+		t.Fatal("the policy's own table was changed")
+	}
+	if p := moduleSettings(nil, policies.WorkerLimit{})["process"]; p["max_retained_receipts"] != policies.SpecMaxRetainedReceipts {
+		t.Fatalf("defaults %v", p)
+	}
+}

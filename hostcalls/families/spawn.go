@@ -34,10 +34,10 @@ func init() {
 				return view, release, nil
 			},
 			AllowedCommands: allowed, BlockedCommands: pol.BlockedCommands,
-			MaxActive:          pol.Limits.MaxActiveProcesses,
-			MaxRetained:        pol.Limits.MaxRetainedReceipts,
-			OutputCacheEntries: pol.Limits.OutputCacheEntries,
-			MaxPayload:         cfg.MaxPayload,
+			// max_retained_receipts and output_cache_entries go to the
+			// process module as settings (guest.go, moduleSettings).
+			MaxActive:  pol.Limits.MaxActiveProcesses,
+			MaxPayload: cfg.MaxPayload,
 		})
 		if err != nil {
 			return err

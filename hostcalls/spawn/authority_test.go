@@ -9,102 +9,12 @@ import (
 	"testing"
 
 	"lemon/hostcalls"
-	"lemon/protocol"
+	"lemon/hostcalls/contract"
 )
 
 func as(r Request, principal string) Request {
 	r.Auth.Principal = principal
 	return r
-}
-
-// TestAdvProcessOwnership: a run belongs to its execution context's
-// principal (docs/PROCESS.md, "Ownership"). Another principal's get
-// answers not_found, its cancel process_not_owner (nothing is signalled),
-// its run under the same id process_id_conflict, also for a tombstone.
-func TestAdvProcessOwnership(t *testing.T) {
-	f := newFixture(t, nil)
-	rc := f.mustRun(as(req("owned-1", "true"), "alice"))
-	if rc.State != protocol.ProcessStateCompleted {
-		t.Fatalf("alice's run: %+v", rc)
-	}
-	if got, err := f.s.GetFor("owned-1", "bob"); err != nil || got.State != protocol.ProcessStateNotFound {
-		t.Fatalf("bob's get: %+v %v", got, err)
-	}
-	if got, err := f.s.GetFor("owned-1", "alice"); err != nil || got.State != protocol.ProcessStateCompleted {
-		t.Fatalf("alice's get: %+v %v", got, err)
-	}
-	if _, _, err := f.s.CancelFor("owned-1", 0, "bob"); domain(err) != "FORBIDDEN/process_not_owner" {
-		t.Fatalf("bob's cancel of a finished run: %v", err)
-	}
-	if _, err := f.run(as(req("owned-1", "true"), "bob")); domain(err) != "CONFLICT/process_id_conflict" {
-		t.Fatalf("bob reusing the id with the same intent: %v", err)
-	}
-	// A tombstone belongs to its principal too.
-	if _, _, err := f.s.CancelFor("tomb-1", 0, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.run(as(req("tomb-1", "true"), "bob")); domain(err) != "CONFLICT/process_id_conflict" {
-		t.Fatalf("bob running under alice's tombstone: %v", err)
-	}
-	if _, _, err := f.s.CancelFor("tomb-1", 0, "bob"); domain(err) != "FORBIDDEN/process_not_owner" {
-		t.Fatalf("bob cancelling alice's tombstone: %v", err)
-	}
-	if got, _ := f.s.GetFor("tomb-1", "alice"); got.State != protocol.ProcessStateCancelled {
-		t.Fatalf("alice's tombstone: %+v", got)
-	}
-	// An active run: bob's cancel signals nothing; alice's does.
-	h, _, err := f.s.Start(context.Background(), as(req("active-1", "sleep", "30"), "alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := f.s.GetFor("active-1", "bob"); got.State != protocol.ProcessStateNotFound {
-		t.Fatalf("bob's get of a running run: %+v", got)
-	}
-	if _, _, err := f.s.CancelFor("active-1", 0, "bob"); domain(err) != "FORBIDDEN/process_not_owner" {
-		t.Fatalf("bob's cancel of a running run: %v", err)
-	}
-	if got, _ := f.s.GetFor("active-1", "alice"); got.State != protocol.ProcessStateRunning {
-		t.Fatalf("after bob's cancel: %+v", got)
-	}
-	if _, wait, err := f.s.CancelFor("active-1", 0, "alice"); err != nil || wait == nil {
-		t.Fatalf("alice's cancel: %v", err)
-	}
-	if rc, _ := h.Result(); rc.State != protocol.ProcessStateCancelled {
-		t.Fatalf("alice's run after her cancel: %+v", rc)
-	}
-	// The principal is durable: a restarted worker still tells them apart.
-	f.reopen()
-	if got, _ := f.s.GetFor("owned-1", "bob"); got.State != protocol.ProcessStateNotFound {
-		t.Fatalf("after restart, bob's get: %+v", got)
-	}
-	if got, _ := f.s.GetFor("owned-1", "alice"); got.State != protocol.ProcessStateCompleted {
-		t.Fatalf("after restart, alice's get: %+v", got)
-	}
-}
-
-// TestAdvProcessOwnershipHostCalls: the host calls take the principal
-// from the invocation's Authority.
-func TestAdvProcessOwnershipHostCalls(t *testing.T) {
-	f := newFixture(t, nil)
-	f.mustRun(as(req("hc-1", "true"), "alice"))
-	table := map[string]hostcalls.Func{}
-	for _, hc := range f.s.Table() {
-		table[hc.Name] = hc.Func
-	}
-	bob := newCall("inv-bob", 0)
-	bob.inv.Authority.Principal = "bob"
-	if rc, _, _ := receiptOf(t, bob, table["spawn.get"], "hc-1"); rc.State != protocol.ProcessStateNotFound {
-		t.Fatalf("bob's spawn.get: %+v", rc)
-	}
-	args, _ := json.Marshal(IDArgs{ProcessID: "hc-1"})
-	if _, err := table["spawn.cancel"](context.Background(), bob, args); domain(err) != "FORBIDDEN/process_not_owner" {
-		t.Fatalf("bob's spawn.cancel: %v", err)
-	}
-	alice := newCall("inv-alice", 0)
-	alice.inv.Authority.Principal = "alice"
-	if rc, _, _ := receiptOf(t, alice, table["spawn.get"], "hc-1"); rc.State != protocol.ProcessStateCompleted {
-		t.Fatalf("alice's spawn.get: %+v", rc)
-	}
 }
 
 // multiCall makes dir/true and dir/sh, two names of one file (a
@@ -193,9 +103,7 @@ func TestContextMaxTimeout(t *testing.T) {
 	if _, err := f.run(r); domain(err) != "FORBIDDEN/limit_exceeded" {
 		t.Fatalf("one past: %v", err)
 	}
-	if got, _ := f.s.Get("t2"); got.State != protocol.ProcessStateNotFound {
-		t.Fatalf("a refused run spent its id: %+v", got)
-	}
+	f.nothingStarted()
 }
 
 // TestContextSandbox: a sandboxed run gets no_new_privs and a cgroup of
@@ -208,9 +116,7 @@ func TestContextSandbox(t *testing.T) {
 		if _, err := f.run(r); domain(err) != "FORBIDDEN/sandbox_unavailable" {
 			t.Fatalf("err = %v", err)
 		}
-		if got, _ := f.s.Get("s1"); got.State != protocol.ProcessStateNotFound {
-			t.Fatalf("a refused run spent its id: %+v", got)
-		}
+		f.nothingStarted()
 	})
 	t.Run("cgroup", func(t *testing.T) {
 		needCgroups(t)
@@ -262,20 +168,20 @@ func TestAdvProcessCwdWorkspace(t *testing.T) {
 	}
 	var fn hostcalls.Func
 	for _, hc := range f.s.Table() {
-		if hc.Name == "spawn.run" {
+		if hc.Name == "spawn.start" {
 			fn = hc.Func
 		}
 	}
 	call := newCall("inv-ws", 0)
 	call.inv.Authority = hostcalls.Authority{Principal: "alice", Workspace: ws}
 	stdin := call.PutBlob(nil)
-	for i, cwd := range []string{filepath.Join(f.root, "other"), f.root, "/", filepath.Join(ws, "link")} {
-		args, _ := json.Marshal(RunArgs{ProcessID: "w" + string(rune('a'+i)), Cwd: cwd, Argv: []string{"true"}, StdinBlob: stdin, TimeoutMs: 30000, MaxOutputBytes: 1024})
+	for _, cwd := range []string{filepath.Join(f.root, "other"), f.root, "/", filepath.Join(ws, "link")} {
+		args, _ := json.Marshal(contract.SpawnStartArgs{Cwd: cwd, Argv: []string{"true"}, StdinBlob: stdin, TimeoutMs: 30000, MaxOutputBytes: 1024})
 		if _, err := fn(context.Background(), call, args); domain(err) != "FORBIDDEN/path_not_allowed" {
 			t.Fatalf("cwd %s: %v", cwd, err)
 		}
 	}
-	args, _ := json.Marshal(RunArgs{ProcessID: "w-in", Cwd: ws, Argv: []string{"true"}, StdinBlob: stdin, TimeoutMs: 30000, MaxOutputBytes: 1024})
+	args, _ := json.Marshal(contract.SpawnStartArgs{Cwd: ws, Argv: []string{"true"}, StdinBlob: stdin, TimeoutMs: 30000, MaxOutputBytes: 1024})
 	if _, err := fn(context.Background(), call, args); err != nil {
 		t.Fatalf("cwd inside the workspace: %v", err)
 	}

@@ -31,7 +31,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 				c0 = f.st.Stats().Commits
 				b.StartTimer()
 			}
-			h, _, err := f.s.Start(ctx, req(fmt.Sprintf("b%d", i), "true"))
+			h, _, err := f.start(ctx, req(fmt.Sprintf("b%d", i), "true"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					h, _, err := f.s.Start(ctx, req(id, "true"))
+					h, _, err := f.start(ctx, req(id, "true"))
 					if err != nil {
 						b.Error(err)
 						return

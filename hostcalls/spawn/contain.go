@@ -123,7 +123,7 @@ func forget(r *run) {
 
 // release runs once the leader of r was reaped (Wait returned): it kills
 // every process of r still alive, waits (bounded) for them to exit and
-// removes r's cgroup. It does not change r's receipt: a process that ended
+// removes r's cgroup. It does not change how r ended: a process that ended
 // on its own stays completed although its leftovers were killed.
 //
 // signalled says the run was stopped (its one SIGKILL succeeded): a
@@ -281,7 +281,7 @@ func (c *containment) removeStale(parent string, deadline time.Time) {
 }
 
 // recover stops the survivors of a run that was still running when a
-// previous worker died, before its receipt becomes outcome_unknown: its
+// previous worker died, before the next worker serves: its
 // cgroup when it had one, else its leader (pinned: pid and start time must
 // match, so a reused pid is never signalled), the leader's process group
 // and their descendants. A record from another boot names no living

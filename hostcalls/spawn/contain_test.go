@@ -129,7 +129,7 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 			f := newFixture(t, withMode(mode, 5*time.Second))
 			r := req("setsid", "sh", "-c", "setsid sleep 600 & echo hi")
 			r.TimeoutMs = 2000
-			h, _, err := f.s.Start(context.Background(), r)
+			h, _, err := f.start(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 			pidfile := filepath.Join(f.root, "PIDFILE")
 			r := req("setsid-pidfile", "sh", "-c", `setsid sh -c "echo \$\$ > `+pidfile+`; exec sleep 600" & echo hi`)
 			r.TimeoutMs = 2000
-			h, _, err := f.s.Start(context.Background(), r)
+			h, _, err := f.start(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 			// is left for WaitDelay (here 5 s) to close.
 			f := newFixture(t, withMode(mode, 5*time.Second))
 			r := req("leader-alive", "sh", "-c", `setsid sh -c "echo \$\$ > pid; exec sleep 600" & exec sleep 600`)
-			h, _, err := f.s.Start(context.Background(), r)
+			h, _, err := f.start(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestSetsidEscapeDiesWithRun(t *testing.T) {
 			f := newFixture(t, withMode(mode, 0))
 			r := req("argv-setsid", "setsid", "sh", "-c", "echo $$ > pid; exec sleep 600")
 			r.TimeoutMs = 2000
-			h, _, err := f.s.Start(context.Background(), r)
+			h, _, err := f.start(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,13 +235,13 @@ func TestCgroupFreezeFallbackKills(t *testing.T) {
 	f := newFixture(t, withMode("cgroup", 0))
 	f.s.contain.cg.hasKill = false
 	r := req("freeze", "sh", "-c", `setsid sh -c "echo \$\$ > pid; exec sleep 600" & echo $$ > leader; exec sleep 600`)
-	h, _, err := f.s.Start(context.Background(), r)
+	h, _, err := f.start(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leader := readPidFile(t, filepath.Join(f.root, "leader"))
 	escaped := readPidFile(t, filepath.Join(f.root, "pid"))
-	if _, wait, err := f.s.Cancel("freeze", 0); err != nil || wait == nil {
+	if _, wait, err := f.cancel("freeze", 0); err != nil || wait == nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	rc, err := h.Result()
@@ -266,7 +266,7 @@ func TestCgroupOfRunIsRemoved(t *testing.T) {
 	if _, err := os.Stat(f.s.contain.cg.parent); !os.IsNotExist(err) {
 		t.Fatalf("parent cgroup before any run: %v", err)
 	}
-	h, _, err := f.s.Start(context.Background(), req("cg", "sh", "-c", "echo $$ > pid; exec sleep 600"))
+	h, _, err := f.start(context.Background(), req("cg", "sh", "-c", "echo $$ > pid; exec sleep 600"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,18 +278,18 @@ func TestCgroupOfRunIsRemoved(t *testing.T) {
 		t.Fatalf("hasKill %v, cgroup.kill: %v", f.s.contain.cg.hasKill, err)
 	}
 	var raw []byte
-	f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(recordPrefix + "cg"); return nil })
+	f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(primPrefix + h.run); return nil })
 	if rec, _ := decodeRecord(raw); rec.Cgroup != h.r.cg || rec.Boot == "" {
 		t.Fatalf("running record %s", raw)
 	}
-	f.s.Cancel("cg", 0)
+	f.cancel("cg", 0)
 	<-h.Done()
 	if _, err := os.Stat(h.r.cg); !os.IsNotExist(err) {
 		t.Fatalf("run cgroup not removed: %v", err)
 	}
-	f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(recordPrefix + "cg"); return nil })
-	if rec, _ := decodeRecord(raw); rec.Cgroup != "" || rec.Pid != 0 || rec.Boot != "" {
-		t.Fatalf("terminal record keeps where it ran: %s", raw)
+	f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(primPrefix + h.run); return nil })
+	if raw != nil {
+		t.Fatalf("containment record left after the run: %s", raw)
 	}
 	parent := f.s.contain.cg.parent
 	f.s.Close()
@@ -322,7 +322,7 @@ func helperWorker(dir, mode string) int {
 		fmt.Println("spawner:", err)
 		return 2
 	}
-	_, _, err = s.Start(context.Background(), helperRequest())
+	_, _, err = s.StartRun(context.Background(), helperRequest())
 	if err != nil {
 		fmt.Println("start:", err)
 		return 2
@@ -331,8 +331,13 @@ func helperWorker(dir, mode string) int {
 	select {}
 }
 
+// helperRun is the run id the helper worker's run takes.
+const helperRun = "r00000000000000aa"
+
 func helperRequest() Request {
-	return req("survivor", "sh", "-c", `setsid sh -c "echo \$\$ > grandchild; exec sleep 600" & echo $$ > child; exec sleep 600`)
+	r := req("survivor", "sh", "-c", `setsid sh -c "echo \$\$ > grandchild; exec sleep 600" & echo $$ > child; exec sleep 600`)
+	r.runID = helperRun
+	return r
 }
 
 // TestWorkerSIGKILLStopsSurvivorsOnRestart is issue 9's second case: a
@@ -382,7 +387,7 @@ func TestWorkerSIGKILLStopsSurvivorsOnRestart(t *testing.T) {
 		var before record
 		ns, _ := st.Namespace(Namespace)
 		ns.View(func(tx *store.Tx) error {
-			v, _ := tx.Get(recordPrefix + "survivor")
+			v, _ := tx.Get(primPrefix + helperRun)
 			before, _ = decodeRecord(v)
 			return nil
 		})
@@ -403,19 +408,15 @@ func TestWorkerSIGKILLStopsSurvivorsOnRestart(t *testing.T) {
 		if !child.ended() || !grandchild.ended() {
 			t.Fatalf("survivors after restart: child alive %v, grandchild alive %v", child.exists(), grandchild.exists())
 		}
-		rc, err := f.s.Get("survivor")
-		if err != nil || rc.State != protocol.ProcessStateOutcomeUnknown || rc.ExitCode != nil || !rc.OutputTruncated {
-			t.Fatalf("receipt after restart %+v %v", rc, err)
-		}
+		// The record is gone and the new worker does not know the run
+		// (the process module reads that as outcome_unknown).
 		var raw []byte
-		f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(recordPrefix + "survivor"); return nil })
-		rec, _ := decodeRecord(raw)
-		if rec.Reason != reasonRestart || rec.Cgroup != "" || rec.Pid != 0 || rec.Boot != "" {
-			t.Fatalf("recovered record %s", raw)
+		f.s.ns.View(func(tx *store.Tx) error { raw, _ = tx.Get(primPrefix + helperRun); return nil })
+		if raw != nil {
+			t.Fatalf("containment record left after recovery: %s", raw)
 		}
-		// The same request is answered, never rerun.
-		if rc := f.mustRun(helperRequest()); rc.State != protocol.ProcessStateOutcomeUnknown {
-			t.Fatalf("rerun %+v", rc)
+		if _, _, known, err := f.s.WaitRun(helperRun, ""); known || err != nil {
+			t.Fatalf("the restarted worker knows the dead worker's run: %v", err)
 		}
 		if mode == "cgroup" {
 			// The dead worker's run cgroup and its parent are gone.
@@ -524,8 +525,8 @@ func TestRecoveryNeverSignalsAnotherProcess(t *testing.T) {
 	put := func(recs map[string]record) {
 		f.s.ns.Update(func(tx *store.Tx) error {
 			for id, r := range recs {
-				r.V, r.State, r.Intent = 1, protocol.ProcessStateRunning, []byte("x")
-				if err := tx.Put(recordPrefix+id, r.encode()); err != nil {
+				r.V, r.State = 1, protocol.ProcessStateRunning
+				if err := tx.Put(primPrefix+id, r.encode()); err != nil {
 					return err
 				}
 			}
@@ -538,11 +539,12 @@ func TestRecoveryNeverSignalsAnotherProcess(t *testing.T) {
 	if !by.exists() {
 		t.Fatal("the restart signalled a process that was not the run's")
 	}
-	for id := range recs {
-		if rc, _ := f.s.Get(id); rc.State != protocol.ProcessStateOutcomeUnknown {
-			t.Fatalf("%s: %+v", id, rc)
+	f.s.ns.View(func(tx *store.Tx) error {
+		if n := tx.Count(primPrefix); n != 0 {
+			t.Fatalf("%d containment records left after the restart", n)
 		}
-	}
+		return nil
+	})
 	// Control: the exact pid and start time of this boot are stopped.
 	put(map[string]record{"real": {Pid: by.pid, PidStart: by.start, Boot: boot}})
 	f.s.Close()

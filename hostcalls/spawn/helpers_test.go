@@ -2,15 +2,18 @@ package spawn
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls/contract"
 	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
@@ -46,6 +49,8 @@ type fixture struct {
 	s     *Spawner
 	clock *fakeClock
 	all   []*Spawner // every Spawner opened, abandoned ones included
+	mu    sync.Mutex
+	runs  map[string]*testRun // by the test's processId label
 }
 
 type fakeClock struct{ t time.Time }
@@ -58,7 +63,7 @@ func newFixture(t testing.TB, mut func(*Config)) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	base, _ = filepath.EvalSymlinks(base)
-	f := &fixture{t: t, dir: filepath.Join(base, "state"), root: filepath.Join(base, "root"),
+	f := &fixture{t: t, dir: filepath.Join(base, "state"), root: filepath.Join(base, "root"), runs: map[string]*testRun{},
 		clock: &fakeClock{t: time.Unix(1_800_000_000, 0)}}
 	if err := os.MkdirAll(f.root, 0o700); err != nil {
 		t.Fatal(err)
@@ -116,15 +121,120 @@ func req(id string, argv ...string) Request {
 	return Request{ProcessID: id, Cwd: ".", Argv: argv, TimeoutMs: 30000, MaxOutputBytes: protocol.ProcessMaxOutputMax}
 }
 
-// run starts r and waits for its receipt.
-func (f *fixture) run(r Request) (Receipt, error) {
-	f.t.Helper()
-	h, existing, err := f.s.Start(context.Background(), r)
+// Receipt is what these tests read of a run: how it ended, in the receipt
+// vocabulary (the process module maps spawn.wait's facts the same way;
+// docs/PROCESS.md, "The receipt machine in the module").
+type Receipt struct {
+	ProcessID       string
+	State           string
+	ExitCode        *int
+	Stdout, Stderr  []byte
+	OutputTruncated bool
+}
+
+// testRun is a started primitive run under a test's processId label.
+type testRun struct {
+	f                  *fixture
+	id, run, principal string
+	done               <-chan struct{}
+	r                  *run
+}
+
+func (h *testRun) Done() <-chan struct{} { return h.done }
+
+// Result waits for the run's end and reads it (spawn.wait); a failed first
+// signal is the process_signal_failed error.
+func (h *testRun) Result() (Receipt, error) {
+	<-h.done
+	end, _, known, err := h.f.s.WaitRun(h.run, h.principal)
 	if err != nil {
 		return Receipt{}, err
 	}
-	if existing != nil {
-		return *existing, nil
+	if !known {
+		return Receipt{}, errors.New("the run is unknown")
+	}
+	return receiptOfEnd(h.id, end)
+}
+
+func receiptOfEnd(id string, e RunEnd) (Receipt, error) {
+	rc := Receipt{ProcessID: id, Stdout: e.Stdout, Stderr: e.Stderr, OutputTruncated: e.OutputTruncated}
+	switch {
+	case e.SignalFailed:
+		return Receipt{}, errSignalFailed()
+	case e.ExitCode != nil:
+		c := *e.ExitCode
+		rc.ExitCode = &c
+	case e.Signal > 0:
+		c := -e.Signal
+		rc.ExitCode = &c
+	default:
+		return Receipt{ProcessID: id, State: protocol.ProcessStateOutcomeUnknown, OutputTruncated: true}, nil
+	}
+	rc.State = protocol.ProcessStateCompleted
+	if e.Stopped != "" {
+		rc.State = protocol.ProcessStateCancelled
+	}
+	return rc, nil
+}
+
+// start starts r as a primitive run (spawn.start) labelled r.ProcessID;
+// existing is always nil (receipts are the module's).
+func (f *fixture) start(ctx context.Context, r Request) (h *testRun, existing *Receipt, err error) {
+	run, done, err := f.s.StartRun(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	h = &testRun{f: f, id: r.ProcessID, run: run, principal: r.Auth.Principal, done: done}
+	f.s.mu.Lock()
+	h.r = f.s.runs[run]
+	f.s.mu.Unlock()
+	f.mu.Lock()
+	f.runs[r.ProcessID] = h
+	f.mu.Unlock()
+	return h, nil, nil
+}
+
+// cancel signals the run labelled id once (spawn.signal): wait closes when
+// it has ended; a run that had ended answers its receipt instead.
+func (f *fixture) cancel(id string, _ uint64) (rc Receipt, wait <-chan struct{}, err error) {
+	f.mu.Lock()
+	h := f.runs[id]
+	f.mu.Unlock()
+	if h == nil {
+		return Receipt{}, nil, errors.New("no run " + id)
+	}
+	out, err := f.s.SignalRun(h.run, h.principal)
+	if err != nil {
+		return Receipt{}, nil, err
+	}
+	if out == contract.SpawnExited {
+		rc, err := h.Result()
+		return rc, nil, err
+	}
+	return Receipt{}, h.done, nil
+}
+
+// nothingStarted checks that no run is active and no containment record
+// is left: a refused start ran nothing.
+func (f *fixture) nothingStarted() {
+	f.t.Helper()
+	if n := f.s.Active(); n != 0 {
+		f.t.Fatalf("%d runs active after a refused start", n)
+	}
+	f.s.ns.View(func(tx *store.Tx) error {
+		if n := tx.Count(primPrefix); n != 0 {
+			f.t.Fatalf("%d containment records after a refused start", n)
+		}
+		return nil
+	})
+}
+
+// run starts r and waits for its end.
+func (f *fixture) run(r Request) (Receipt, error) {
+	f.t.Helper()
+	h, _, err := f.start(context.Background(), r)
+	if err != nil {
+		return Receipt{}, err
 	}
 	return h.Result()
 }

@@ -176,11 +176,11 @@ func (s *Spawner) StartRun(ctx context.Context, req Request) (id string, done <-
 			s.mu.Unlock()
 		}()
 	}
-	h, _, err := s.start(ctx, req, nil)
+	r, err := s.start(ctx, req)
 	if err != nil {
 		return "", nil, err
 	}
-	return req.runID, h.r.done, nil
+	return req.runID, r.done, nil
 }
 
 // errRunIDInUse refuses a spawn.start whose chosen run id names a run this

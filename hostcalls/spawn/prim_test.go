@@ -93,7 +93,7 @@ func TestPrimStartWaitExit(t *testing.T) {
 		t.Fatalf("times %d..%d", x.StartedMs, x.EndedMs)
 	}
 	f.s.ns.View(func(tx *store.Tx) error {
-		if n := tx.Count(recordPrefix); n != 0 {
+		if n := tx.Count("r/"); n != 0 {
 			t.Errorf("a primitive run wrote %d receipt records", n)
 		}
 		if n := tx.Count(primPrefix); n != 0 {
@@ -276,7 +276,7 @@ func TestPrimActiveBudget(t *testing.T) {
 	if err := primCall(t, f.s, c, "spawn.start", startArgs(c, "", "touch", marker), &st); domain(err) != "UNAVAILABLE/process_receipt_limit" {
 		t.Fatalf("17th: %v", err)
 	}
-	if _, _, err := f.s.Start(context.Background(), req("p17", "true")); domain(err) != "UNAVAILABLE/process_receipt_limit" {
+	if _, _, err := f.start(context.Background(), req("p17", "true")); domain(err) != "UNAVAILABLE/process_receipt_limit" {
 		t.Fatalf("17th through spawn.run: %v", err)
 	}
 	var sig contract.SpawnSignalResult

@@ -56,23 +56,6 @@ type Request struct {
 	runID string
 }
 
-// Run is a started process. Done closes when its receipt is final and
-// durable; Result then returns the receipt with the full captured output,
-// or the error that ended it (process_signal_failed).
-type Run struct{ r *run }
-
-// Done closes when the run's receipt is final.
-func (h Run) Done() <-chan struct{} { return h.r.done }
-
-// Result returns the final receipt; call it after Done closed.
-func (h Run) Result() (Receipt, error) {
-	<-h.r.done
-	if h.r.finalErr != nil {
-		return Receipt{}, h.r.finalErr
-	}
-	return h.r.final, nil
-}
-
 // run is the supervisor of one process.
 type run struct {
 	s     *Spawner
@@ -102,11 +85,6 @@ type run struct {
 	sig      sigState
 	pending  bool // a signal was asked for before pgid was known
 	admitted int64
-
-	// Set before done closes.
-	terminal record
-	final    Receipt
-	finalErr *protocol.Error
 
 	// A primitive run (spawn.start): runID names it; exit is what
 	// spawn.wait reports once done closed.
@@ -159,67 +137,17 @@ func (r *run) killMembers() error {
 	return err
 }
 
-// Start admits and starts a run (spec "Native processes"). While it holds
-// processId's gate (so no other run, get or cancel of that id interleaves)
-// it decides:
-//
-//   - processId already has a record: nothing runs; existing is the
-//     receipt (existingReceipt) or err is CONFLICT process_id_conflict;
-//   - 16 runs active: process_receipt_limit. Admissions of other ids still
-//     in flight are waited for, not counted, so the refusal is exact;
-//   - argv[0] refused by policy: FORBIDDEN command_not_allowed; not an
-//     executable: NOT_FOUND executable_not_found / FORBIDDEN
-//     permission_denied; cwd not admitted: the resolver's error;
-//   - 1,000 ids retained: process_receipt_limit, decided in the same
-//     transaction that writes the running record, which is committed
-//     (fsync) before the process starts. If the OS then refuses it (ENOENT,
-//     EACCES, E2BIG, ENOEXEC) the record is removed again and the error
-//     returned: nothing executed, so the id is not spent.
-//
-// ctx is the awaiting request's context: when it ends first, the run is
-// stopped like a cancel.
-func (s *Spawner) Start(ctx context.Context, req Request) (handle *Run, existing *Receipt, err error) {
-	if perr := validateRequest(req); perr != nil {
-		return nil, nil, perr
-	}
-	if limit := req.Auth.MaxTimeoutMs; limit > 0 && req.TimeoutMs > limit {
-		return nil, nil, errTimeoutLimit
-	}
-	if limit := req.Auth.MaxOutputBytes; limit > 0 && req.MaxOutputBytes > limit {
-		return nil, nil, errOutputLimit
-	}
-	intent := s.bind(req)
-	s.lockID(req.ProcessID)
-	defer s.unlockID(req.ProcessID)
-	return s.start(ctx, req, intent)
-}
-
-// start is Start with processId's gate held (and s.mu not held).
-func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, *Receipt, error) {
-	id := req.ProcessID
+// start admits and starts primitive run req.runID (s.mu not held): the
+// 16-active budget (admissions in flight are waited for, not counted, so
+// a refusal is exact), the command policy, the sandbox, cwd admission, the
+// containment record (fsync'd before the exec), then the exec; an exec
+// the OS refuses is an error and the record is deleted again.
+func (s *Spawner) start(ctx context.Context, req Request) (*run, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, nil, errClosed()
-	}
-	var rec record
-	found := false
-	if req.runID == "" {
-		var lerr error
-		rec, found, lerr = s.load(id)
-		if lerr != nil {
-			return nil, nil, errStore()
-		}
-	}
-	if found {
-		s.mu.Lock()
-		rc, err := s.existingReceipt(id, rec, intent, req.Auth.Principal)
-		s.mu.Unlock()
-		if err != nil {
-			return nil, nil, err
-		}
-		return nil, &rc, nil
+		return nil, errClosed()
 	}
 
 	// Reserve an active slot. Admissions in flight may still fail (policy,
@@ -232,10 +160,10 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		return nil, nil, errClosed()
+		return nil, errClosed()
 	case len(s.active) >= s.cfg.MaxActive:
 		s.mu.Unlock()
-		return nil, nil, errReceiptLimit(true)
+		return nil, errReceiptLimit(true)
 	}
 	s.admitting++
 	s.mu.Unlock()
@@ -251,13 +179,13 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 
 	path, perr := s.resolveCommand(req.Argv[0])
 	if perr != nil {
-		return nil, nil, perr
+		return nil, perr
 	}
 	if !s.contextAllows(req.Auth, req.Argv[0], path) {
-		return nil, nil, errCommandNotAllowed()
+		return nil, errCommandNotAllowed()
 	}
 	if req.Auth.Sandbox && s.contain.cg == nil {
-		return nil, nil, errNoSandbox
+		return nil, errNoSandbox
 	}
 	dirs := req.Dirs
 	if dirs == nil {
@@ -267,18 +195,18 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	if derr != nil {
 		var pe *protocol.Error
 		if errors.As(derr, &pe) {
-			return nil, nil, pe
+			return nil, pe
 		}
-		return nil, nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed,
+		return nil, protocol.DomainError(protocol.CodeForbidden, protocol.DomainPathNotAllowed,
 			"cwd is outside the allowed roots").WithRetry(true, false)
 	}
 	defer unix.Close(fd)
 	if ctxDone(ctx) {
-		return nil, nil, protocol.Errorf(protocol.CodeTimeout, "request ended before the process started").WithRetry(true, false)
+		return nil, protocol.Errorf(protocol.CodeTimeout, "request ended before the process started").WithRetry(true, false)
 	}
 
 	now := s.cfg.Now().UnixMilli()
-	rec = record{V: 1, State: protocol.ProcessStateRunning, Intent: intent, Generation: req.Generation, AdmittedMs: now,
+	rec := record{V: 1, State: protocol.ProcessStateRunning, Generation: req.Generation, AdmittedMs: now,
 		Principal: req.Auth.Principal}
 	cgDir := ""
 	if s.contain.cg != nil {
@@ -287,42 +215,17 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		cgDir = s.contain.cg.runPath()
 		rec.Cgroup, rec.Boot = cgDir, s.contain.boot
 	}
-	full := false
-	key := recordPrefix + id
-	if req.runID != "" {
-		// A primitive run keeps only where its processes live, so that a
-		// restarted worker stops them; retention is the caller's.
-		key, rec.Intent = primPrefix+req.runID, nil
-	}
-	// The retained count and the write are one check-and-write inside the
-	// group transaction: the functions batched before this one are counted.
-	// A full store is a decision (nil, no write), not an error, so it does
-	// not roll back the other admissions sharing the commit.
-	err := s.ns.Batch(func(tx *store.Tx) error {
-		if req.runID != "" {
-			return tx.Put(key, rec.encode())
-		}
-		full = false
-		if _, ok := tx.Get(recordPrefix + id); ok {
-			return errBadRecord // impossible under the gate; refuse rather than overwrite
-		}
-		if tx.Count(recordPrefix) >= s.cfg.MaxRetained {
-			full = true
-			return nil
-		}
-		return tx.Put(recordPrefix+id, rec.encode())
-	})
-	if err != nil {
-		return nil, nil, errStore()
-	}
-	if full {
-		return nil, nil, errReceiptLimit(false)
+	// The run keeps only where its processes live, so that a restarted
+	// worker stops them (docs/PROCESS.md, "Spawn primitives").
+	key := primPrefix + req.runID
+	if err := s.ns.Batch(func(tx *store.Tx) error { return tx.Put(key, rec.encode()) }); err != nil {
+		return nil, errStore()
 	}
 	unspend := func() error {
 		return s.ns.Batch(func(tx *store.Tx) error { return tx.Delete(key) })
 	}
 
-	r := &run{s: s, id: id, gen: req.Generation, owner: req.Owner, principal: req.Auth.Principal,
+	r := &run{s: s, gen: req.Generation, owner: req.Owner, principal: req.Auth.Principal,
 		done: make(chan struct{}), admitted: now, cg: cgDir, runID: req.runID}
 	limit := int(req.MaxOutputBytes)
 	if limit > s.budget {
@@ -352,7 +255,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		_, cgFD, err := s.contain.cg.create(cgDir)
 		if err != nil {
 			unspend()
-			return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be contained").WithRetry(true, false)
+			return nil, protocol.Errorf(protocol.CodeInternal, "the process could not be contained").WithRetry(true, false)
 		}
 		defer unix.Close(cgFD)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgFD
@@ -362,7 +265,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		if cgDir != "" {
 			removeCgroupTree(cgDir)
 		}
-		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
+		return nil, protocol.Errorf(protocol.CodeInternal, "the process could not be started").WithRetry(true, false)
 	}
 	startCmd := func() error {
 		children.forks.RLock()
@@ -373,6 +276,7 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		}
 		return err
 	}
+	var err error
 	if req.Auth.Sandbox {
 		err = startNoNewPrivs(startCmd)
 	} else {
@@ -382,22 +286,8 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 		if cgDir != "" {
 			removeCgroupTree(cgDir)
 		}
-		derr := unspend()
-		serr := startError(err)
-		if derr != nil && req.runID == "" {
-			// The id stays spent: its durable record says running and
-			// becomes outcome_unknown at the next start; until then this
-			// worker answers outcome_unknown from memory. The caller
-			// learns that nothing ran.
-			gone := &run{id: id, done: make(chan struct{}),
-				terminal: record{V: 1, State: protocol.ProcessStateOutcomeUnknown, Intent: intent, Principal: req.Auth.Principal}}
-			close(gone.done)
-			s.mu.Lock()
-			s.unsaved[id] = gone
-			s.mu.Unlock()
-			serr.WithRetry(false, false)
-		}
-		return nil, nil, serr
+		unspend()
+		return nil, startError(err)
 	}
 	if cgDir == "" && r.leaderStart != 0 {
 		// Without a cgroup a restarted worker finds the run's processes by
@@ -422,15 +312,13 @@ func (s *Spawner) start(ctx context.Context, req Request, intent []byte) (*Run, 
 	r.unwatch = context.AfterFunc(ctx, func() { r.stop(reasonAborted) })
 	s.mu.Lock()
 	s.active[activeKey(r)] = r
-	if r.runID != "" {
-		s.runs[r.runID] = r
-	}
+	s.runs[r.runID] = r
 	s.admitting--
 	joined = true
 	s.changed.Broadcast()
 	s.mu.Unlock()
 	go r.wait()
-	return &Run{r: r}, nil, nil
+	return r, nil
 }
 
 // closeOnExecAbove2 marks every descriptor above stderr close-on-exec, so a
@@ -550,7 +438,7 @@ func (r *run) signalLocked() {
 	}
 }
 
-// wait reaps the process, settles the receipt, persists it and releases
+// wait reaps the process, records how it ended (spawn.wait) and releases
 // the run.
 func (r *run) wait() {
 	werr := r.cmd.Wait()
@@ -569,7 +457,7 @@ func (r *run) wait() {
 	reason, sig := r.reason, r.sig
 	r.mu.Unlock()
 	// Whatever the run left (a setsid'd daemon, an orphan, a grandchild in
-	// the group) dies now, before the receipt is final.
+	// the group) dies now, before the run counts as ended.
 	r.s.contain.release(r, sig == sigSent)
 
 	var exit *int
@@ -588,87 +476,7 @@ func (r *run) wait() {
 	_ = werr // the state below comes from the observed wait status
 
 	stdout, stderr, overflow := r.out.result()
-	truncated := overflow || !pipesClosed
-	now := r.s.cfg.Now().UnixMilli()
-	term := record{V: 1, Generation: r.gen, AdmittedMs: r.admitted, EndedMs: now, Principal: r.principal}
-	switch {
-	case sig == sigFailed:
-		term.State, term.Reason = protocol.ProcessStateOutcomeUnknown, reasonSignal
-		r.finalErr = protocol.DomainError(protocol.CodeInternal, protocol.DomainProcessSignalFailed,
-			"the process group could not be stopped; its outcome is unknown").WithRetry(false, true)
-	case exit == nil:
-		term.State = protocol.ProcessStateOutcomeUnknown
-	case sig == sigSent && reason != "":
-		term.State, term.Reason, term.ExitCode = protocol.ProcessStateCancelled, reason, exit
-	default:
-		// It ended on its own (a late stop found the group gone, or the
-		// only signal was the cleanup of descendants after it exited).
-		term.State, term.ExitCode = protocol.ProcessStateCompleted, exit
-		if overflow {
-			term.Reason = reasonOverflow
-		}
-	}
-	if r.runID != "" {
-		r.finishPrim(exit, reason, sig, stdout, stderr, truncated, now)
-		return
-	}
-	rc := Receipt{ProcessID: r.id, State: term.State, ExitCode: term.ExitCode,
-		Stdout: stdout, Stderr: stderr, OutputTruncated: truncated}
-	if term.State == protocol.ProcessStateOutcomeUnknown {
-		rc = unknownOutputs(r.id, term.State, nil)
-	}
-	r.terminal, r.final = term, rc
-
-	// The terminal record is durable (or kept in unsaved) before the run
-	// leaves active and done closes, i.e. before any reply carries it.
-	s := r.s
-	s.lockID(r.id)
-	err := s.ns.Batch(func(tx *store.Tx) error {
-		term.Intent = nil
-		if v, ok := tx.Get(recordPrefix + r.id); ok {
-			if old, err := decodeRecord(v); err == nil {
-				term.Intent = old.Intent
-			}
-		}
-		return tx.Put(recordPrefix+r.id, term.encode())
-	})
-	s.mu.Lock()
-	if err != nil {
-		s.unsaved[r.id] = r
-	}
-	if rc.Stdout != nil {
-		s.cache.put(r.id, rc.Stdout, rc.Stderr, rc.OutputTruncated)
-	}
-	delete(s.active, r.id)
-	s.changed.Broadcast()
-	key := ownerKey(r.owner, r.id)
-	s.owners[key] = r
-	s.mu.Unlock()
-	s.unlockID(r.id)
-	close(r.done)
-	// The owning request collects its result at once when it resumes;
-	// forget it if it never does.
-	time.AfterFunc(time.Minute, func() {
-		s.mu.Lock()
-		if s.owners[key] == r {
-			delete(s.owners, key)
-		}
-		s.mu.Unlock()
-	})
-}
-
-func ownerKey(owner, id string) string { return owner + "\x00" + id }
-
-// collect returns the final result of the run that owner started under
-// processId, once; ok is false if there is none (never started by owner,
-// or already collected).
-func (s *Spawner) collect(owner, id string) (r *run, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := ownerKey(owner, id)
-	r, ok = s.owners[key]
-	delete(s.owners, key)
-	return r, ok
+	r.finishPrim(exit, reason, sig, stdout, stderr, overflow || !pipesClosed, r.s.cfg.Now().UnixMilli())
 }
 
 // capture collects stdout and stderr under one combined byte limit. It

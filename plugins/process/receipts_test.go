@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,8 +87,7 @@ func (n *node) restart() {
 func (n *node) as(ctx context.Context, principal, method string, params map[string]any) (protocol.ProcessReceipt, *protocol.Error) {
 	n.tb.Helper()
 	raw, _ := json.Marshal(params)
-	n.seq++
-	id := fmt.Sprintf("p%d-%d", n.seq, time.Now().UnixNano())
+	id := fmt.Sprintf("p%d-%d", invokeSeq.Add(1), time.Now().UnixNano())
 	req := protocol.InvokeRequest{InvokeID: id, NodeID: "n1", Method: method, Args: raw, SessionGeneration: 1}
 	if principal != "" {
 		req.ExecutionContext = hosttest.ContextOf(n.tb, authority.ExecutionContext{RunID: id, Principal: principal,
@@ -118,6 +118,9 @@ func waitLines(t *testing.T, file string, n int) {
 	}
 	t.Fatalf("%s never held %d lines", file, n)
 }
+
+// invokeSeq numbers invocations made from concurrent goroutines.
+var invokeSeq atomic.Int64
 
 func idParams(id string) map[string]any { return map[string]any{"nodeId": "n1", "processId": id} }
 

@@ -33,16 +33,16 @@ var (
 	_ func(string) (contract.StoreGetResult, error)                    = store.Get
 	_ func(string) (contract.StoreDeleteResult, error)                 = store.Delete
 	_ func(string, string, int) (contract.StoreListResult, error)      = store.List
-	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)     = spawn.Run
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Result
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Get
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Cancel
 	_ func(string, uint32, *string) (contract.VaultSetResult, error)   = vault.Set
 	_ func() (contract.VaultListResult, error)                         = vault.List
 	_ func() (contract.PayloadResult, error)                           = vault.ListPayload
 	_ func(string) (contract.VaultDeleteResult, error)                 = vault.Delete
 	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
 	_ func() (contract.SysinfoFigures, error)                          = sysinfo.Snapshot
+	_ func(contract.SpawnStartArgs) (contract.SpawnStartResult, error) = spawn.Start
+	_ func(string) (contract.SpawnWaitResult, error)                   = spawn.Wait
+	_ func(string) (contract.SpawnSignalResult, error)                 = spawn.Signal
+	_ func(string) (contract.SpawnReleaseResult, error)                = spawn.Release
 )
 
 // The store wrappers (durable package-level functions and Namespace

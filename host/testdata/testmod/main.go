@@ -142,7 +142,7 @@ func relayBlob(req *sdk.Request) (*sdk.Result, error) {
 }
 
 // writePing makes an effect (test.write), then a second host call, as
-// node.process.run does (spawn.run, then spawn.result).
+// node.process.run does (spawn.start, then spawn.wait).
 func writePing(req *sdk.Request) (*sdk.Result, error) {
 	if err := sdk.Call(testWrite, nil, nil); err != nil {
 		return nil, err

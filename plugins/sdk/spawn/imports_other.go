@@ -6,14 +6,6 @@ package spawn
 // without calling them (plugins/sdk/abi_other.go), so these only let
 // host-side tools and `go vet` build the package.
 
-func spawnRun(ptr, size uint32) uint64 { return 0 }
-
-func spawnResult(ptr, size uint32) uint64 { return 0 }
-
-func spawnGet(ptr, size uint32) uint64 { return 0 }
-
-func spawnCancel(ptr, size uint32) uint64 { return 0 }
-
 func spawnStart(ptr, size uint32) uint64 { return 0 }
 
 func spawnWait(ptr, size uint32) uint64 { return 0 }

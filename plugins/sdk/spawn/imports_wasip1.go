@@ -6,18 +6,6 @@ package spawn
 // module only the imports it calls, so a module imports exactly the host
 // calls whose wrappers it uses.
 
-//go:wasmimport lemon spawn.run
-func spawnRun(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.result
-func spawnResult(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.get
-func spawnGet(ptr, size uint32) uint64
-
-//go:wasmimport lemon spawn.cancel
-func spawnCancel(ptr, size uint32) uint64
-
 //go:wasmimport lemon spawn.start
 func spawnStart(ptr, size uint32) uint64
 

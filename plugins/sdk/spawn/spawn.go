@@ -1,39 +1,16 @@
 // Package spawn is the typed guest wrapper of the spawn host calls
-// (docs/HOSTCALLS.md): native processes under the worker policy, with
-// durable receipts. All need capability "exec"; list the calls used in
-// the manifest's HostCalls. A run in progress is a suspension: return
-// sdk.Suspend{Handle} and collect the receipt with Result on resume.
-// Errors are *protocol.Error values.
+// (docs/HOSTCALLS.md): native processes under the worker policy, as
+// primitives with no receipt (the process module keeps receipts in its
+// store). All need capability "exec"; list the calls used in the
+// manifest's HostCalls. A run in progress is a suspension: return
+// sdk.Suspend{Handle} and call Wait on resume. Errors are
+// *protocol.Error values.
 package spawn
 
 import (
 	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
 )
-
-// Run starts a process (spawn.run): Status contract.SpawnStarted with the
-// Handle to suspend on, or contract.SpawnExisting with the Receipt of the
-// id's earlier run.
-func Run(args contract.SpawnRunArgs) (contract.SpawnRunResult, error) {
-	return sdk.Invoke(spawnRun, contract.SpawnRun, args)
-}
-
-// Result returns the final receipt of the run this request started
-// (spawn.result), after resuming on Run's handle.
-func Result(processID string) (contract.SpawnReceiptResult, error) {
-	return sdk.Invoke(spawnResult, contract.SpawnResult, contract.SpawnIDArgs{ProcessID: processID})
-}
-
-// Get looks up the receipt of processID (spawn.get).
-func Get(processID string) (contract.SpawnReceiptResult, error) {
-	return sdk.Invoke(spawnGet, contract.SpawnGet, contract.SpawnIDArgs{ProcessID: processID})
-}
-
-// Cancel cancels processID's run (spawn.cancel): the terminal Receipt, or
-// a Handle to suspend on while the signalled run is reaped.
-func Cancel(processID string) (contract.SpawnReceiptResult, error) {
-	return sdk.Invoke(spawnCancel, contract.SpawnCancel, contract.SpawnIDArgs{ProcessID: processID})
-}
 
 // The spawn primitives (docs/PROCESS.md, "Spawn primitives"): a process as
 // an effect, with no receipt. The host keeps the limits, the command
