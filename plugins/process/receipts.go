@@ -457,20 +457,39 @@ func (c cacheIndex) encode() json.RawMessage {
 
 func decodeCache(v json.RawMessage) cacheIndex {
 	var c cacheIndex
-	var s string
-	if wire.Unmarshal(v, &s) != nil || s == "" {
+	// The value is one JSON string without escapes (cacheIndex.encode);
+	// anything else reads as an empty cache.
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return c
 	}
-	for _, part := range strings.Split(s, ";") {
-		f := strings.Fields(part)
-		if len(f) != 3 {
+	rest := string(v[1 : len(v)-1])
+	if strings.IndexByte(rest, '\\') >= 0 {
+		return c
+	}
+	for rest != "" {
+		part := rest
+		if i := strings.IndexByte(rest, ';'); i >= 0 {
+			part, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		i := strings.IndexByte(part, ' ')
+		j := strings.LastIndexByte(part, ' ')
+		if i <= 0 || j <= i+1 {
 			continue
 		}
-		at, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil {
-			continue
+		var at int64
+		ok := j+1 < len(part)
+		for _, ch := range part[j+1:] {
+			if ch < '0' || ch > '9' {
+				ok = false
+				break
+			}
+			at = at*10 + int64(ch-'0')
 		}
-		c.Entries = append(c.Entries, cacheEntry{ID: f[0], Run: f[1], AtMs: at})
+		if ok {
+			c.Entries = append(c.Entries, cacheEntry{ID: part[:i], Run: part[i+1 : j], AtMs: at})
+		}
 	}
 	return c
 }
@@ -486,6 +505,14 @@ func readCache() (cacheIndex, uint64, error) {
 	return decodeCache(g.Value), g.Revision, nil
 }
 
+// lastCache is this instance's last view of the cache index and its
+// revision: usually current, so an update is one compare-and-swap
+// without a read.
+var lastCache struct {
+	c   cacheIndex
+	rev uint64
+}
+
 // cacheOutput adds id's run to the output cache, then releases the runs
 // of the oldest entries past output_cache_entries and of those older than
 // 24 hours (docs/PROCESS.md, "Output cache"). On a store failure the run
@@ -494,9 +521,12 @@ func cacheOutput(id, run string) {
 	loadLimits()
 	ttl := protocol.ProcessOutputCacheTTL.Milliseconds()
 	for i := 0; i < 100; i++ {
-		c, rev, err := readCache()
-		if err != nil {
-			break
+		c, rev := lastCache.c, lastCache.rev
+		if i > 0 || rev == 0 {
+			var err error
+			if c, rev, err = readCache(); err != nil {
+				break
+			}
 		}
 		now := nowMs()
 		kept := make([]cacheEntry, 0, len(c.Entries)+1)
@@ -518,6 +548,7 @@ func cacheOutput(id, run string) {
 			break
 		}
 		if r.Swapped {
+			lastCache.c, lastCache.rev = cacheIndex{Entries: kept}, r.Revision
 			for _, d := range drop {
 				if d != run {
 					spawn.Release(d)

@@ -427,14 +427,16 @@ func TestModuleRestartMakesRunOutcomeUnknown(t *testing.T) {
 // its receipt as cancelled with the observed -9.
 func TestModuleRequestEndStopsRun(t *testing.T) {
 	n := newNode(t, 2, nil)
+	marker := filepath.Join(n.root, "started")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		rc, perr := n.as(ctx, "", protocol.MethodProcessRun, runParams("ended", 30000, nil, "sleep", "30"))
+		rc, perr := n.as(ctx, "", protocol.MethodProcessRun, runParams("ended", 30000, nil, "sh", "-c", `echo x > "$1"; exec sleep 30`, "sh", marker))
 		t.Logf("the awaiting run: %+v %v", rc, perr)
 		close(done)
 	}()
 	n.waitRunning(t, "", "ended")
+	waitLines(t, marker, 1) // the process runs: the request's end must stop it
 	t0 := time.Now()
 	cancel()
 	<-done
