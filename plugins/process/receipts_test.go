@@ -456,3 +456,48 @@ func TestModuleRequestEndStopsRun(t *testing.T) {
 	}
 	t.Fatal("the run never ended")
 }
+
+// TestModuleRunCancelRace carries TestTombstoneRace and
+// TestRunCancelRaceUnderGroupCommit: racing runs and cancels of one id,
+// several ids at once, end in exactly one outcome per id: a tombstone and
+// nothing ever ran, or one admitted run that executed at most once.
+func TestModuleRunCancelRace(t *testing.T) {
+	n := newNode(t, 4, nil)
+	ctx := context.Background()
+	const ids = 6
+	var wg sync.WaitGroup
+	for k := 0; k < ids; k++ {
+		id, marker := fmt.Sprintf("race-%d", k), filepath.Join(n.root, fmt.Sprintf("m%d", k))
+		run := runParams(id, 30000, nil, "sh", "-c", `echo x >> "$1"`, "sh", marker)
+		for j := 0; j < 2; j++ {
+			wg.Add(2)
+			go func() { defer wg.Done(); n.as(ctx, "", protocol.MethodProcessRun, run) }()
+			go func() { defer wg.Done(); n.as(ctx, "", protocol.MethodProcessCancel, idParams(id)) }()
+		}
+	}
+	wg.Wait()
+	for k := 0; k < ids; k++ {
+		id, marker := fmt.Sprintf("race-%d", k), filepath.Join(n.root, fmt.Sprintf("m%d", k))
+		var rc protocol.ProcessReceipt
+		for i := 0; i < 500; i++ {
+			var perr *protocol.Error
+			if rc, perr = n.as(ctx, "", protocol.MethodProcessGet, idParams(id)); perr != nil {
+				t.Fatal(perr)
+			}
+			if rc.State != protocol.ProcessStateRunning {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		b, _ := os.ReadFile(marker)
+		lines := strings.Count(string(b), "\n")
+		switch {
+		case lines > 1:
+			t.Fatalf("%s ran %d times", id, lines)
+		case rc.State == protocol.ProcessStateCancelled && rc.ExitCode == nil && lines != 0:
+			t.Fatalf("%s is a tombstone but ran", id)
+		case rc.State != protocol.ProcessStateCancelled && rc.State != protocol.ProcessStateCompleted:
+			t.Fatalf("%s: %+v", id, rc)
+		}
+	}
+}
