@@ -17,6 +17,7 @@ import (
 	"lemon/host/hosttest"
 	"lemon/hostcalls"
 	hfs "lemon/hostcalls/fs"
+	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
 
@@ -39,7 +40,13 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table()}}, "fs", "plugins/fs")
+	// The module keeps its delete preview tokens in its store.
+	st, err := store.New(store.Config{Path: filepath.Join(t.TempDir(), "store.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table(), st.Table()}}, "fs", "plugins/fs")
 	return &fixture{h: h, fs: f, root: root}
 }
 
