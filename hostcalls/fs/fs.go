@@ -47,6 +47,13 @@ type Config struct {
 	// 1,048,576). The worker lowers it so a base64 chunk fits the
 	// connection's maxPayload; the spec allows short chunks.
 	MaxReadChunk int
+	// Deadline is the request deadline (default and production: 25 s,
+	// protocol.FSRequestDeadlineMs). Tests shorten it.
+	Deadline time.Duration
+	// TestHook, tests only, runs inside every request before its work,
+	// with the operation's name ("write", "walk", ...), so a test can
+	// hold a request past its deadline.
+	TestHook func(op string)
 }
 
 // limits are the spec's bounds; tests shrink some to reach a boundary
@@ -134,6 +141,10 @@ func New(cfg Config) (*FS, error) {
 	if cfg.MaxReadChunk > 0 && cfg.MaxReadChunk < f.maxRead {
 		f.maxRead = cfg.MaxReadChunk
 	}
+	if cfg.Deadline > 0 {
+		f.lim.deadline = cfg.Deadline
+	}
+	f.testHook = cfg.TestHook
 	byIdentity := map[[2]uint64]*root{}
 	for _, rp := range roots {
 		if !filepath.IsAbs(rp) {

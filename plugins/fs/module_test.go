@@ -29,13 +29,17 @@ type fixture struct {
 	root string // canonical allowed root and default cwd
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, hfs.Config{}) }
+
+// newFixtureWith is newFixture with cfg's Deadline and TestHook.
+func newFixtureWith(t testing.TB, cfg hfs.Config) *fixture {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := hfs.New(hfs.Config{DefaultCwd: root, Roots: []string{root}, Home: root})
+	cfg.DefaultCwd, cfg.Roots, cfg.Home = root, []string{root}, root
+	f, err := hfs.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

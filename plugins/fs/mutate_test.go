@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	hfs "lemon/hostcalls/fs"
 	"lemon/protocol"
 )
 
@@ -262,5 +264,33 @@ func TestServiceWidePreviewLimitsThroughModule(t *testing.T) {
 	}
 	if perr := f2.errOf(t, "node.fs.delete.preview", map[string]any{"nodeId": "n1", "path": "t", "recursive": true}); perr.DomainCode() != protocol.DomainPreviewTooLarge {
 		t.Errorf("10,001 entries: %v", perr)
+	}
+}
+
+// TestDeadlineForgetsTokens: a mutation whose host call passes the
+// request deadline answers filesystem_outcome_unknown (possibly applied)
+// and the module forgets every outstanding preview token, since the late
+// work may still change what they bound (docs/FS.md).
+func TestDeadlineForgetsTokens(t *testing.T) {
+	var hold atomic.Bool
+	release := make(chan struct{})
+	f := newFixtureWith(t, hfs.Config{Deadline: 2 * time.Second, TestHook: func(op string) {
+		if op == "write" && hold.Load() {
+			<-release
+		}
+	}})
+	os.WriteFile(filepath.Join(f.root, "b"), []byte("b"), 0o644)
+	p := f.preview(t, "b", false)
+	hold.Store(true)
+	perr := f.errOf(t, "node.fs.write", map[string]any{"nodeId": "n1", "path": "new", "dataBase64": b64("x")})
+	close(release)
+	if perr.DomainCode() != protocol.DomainFilesystemOutcomeUnknown || perr.Details.MutationMayHaveApplied == nil || !*perr.Details.MutationMayHaveApplied {
+		t.Fatalf("held write: %+v", perr)
+	}
+	if perr := f.del(t, "b", "b", p.ConfirmationToken); perr.DomainCode() != protocol.DomainStalePreview {
+		t.Errorf("token survived a timeout: %v", perr)
+	}
+	if _, err := os.Lstat(filepath.Join(f.root, "b")); err != nil {
+		t.Error("b was deleted")
 	}
 }
