@@ -18,6 +18,31 @@ import (
 // host primitives (fs.write_at, fs.mkdirs, fs.rename) perform the effect
 // and compare what they are asked to atomically with it.
 
+// decodeMut strictly decodes params into v with the SDK's codec (no
+// reflective JSON in the guest: docs/ABI.md) and runs check; the error is
+// always a bounded *protocol.Error.
+func decodeMut(req *sdk.Request, v any, check func() *protocol.Error) error {
+	if err := req.Decode(v); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// nodePath checks the nodeId and path of params that have no others to
+// check (protocol.ValidateFSMkdir, ValidateFSDeletePreview, on decoded
+// params).
+func nodePath(nodeID, path string) func() *protocol.Error {
+	return func() *protocol.Error {
+		if err := protocol.RequireNodeID(nodeID); err != nil {
+			return err
+		}
+		return protocol.ValidateFSPath("path", path)
+	}
+}
+
 // msRange is the ns interval [lo, hi] of the millisecond revision ms
 // (mtimeMs, ns truncated toward the past). ok is false when it does not
 // fit in int64 ns (after the year 2262): no file can then match.
@@ -69,7 +94,7 @@ func specError(err error, domain string) *protocol.Error {
 // file creates no parent directories.
 func write(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSWriteParams
-	if err := decode(req, &p, p.Check); err != nil {
+	if err := decodeMut(req, &p, p.Check); err != nil {
 		return nil, err
 	}
 	blob, ok := req.Blobs["dataBase64"]
@@ -113,7 +138,7 @@ func write(req *sdk.Request) (*sdk.Result, error) {
 // has it), anything else at the name is already_exists.
 func mkdir(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSMkdirParams
-	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSMkdir(req.Params) }); err != nil {
+	if err := decodeMut(req, &p, func() *protocol.Error { return nodePath(p.NodeID, p.Path)() }); err != nil {
 		return nil, err
 	}
 	r, err := fs.Mkdirs(p.Path)
@@ -134,7 +159,7 @@ func mkdir(req *sdk.Request) (*sdk.Result, error) {
 // without overwrite, else moved (nothing to do) if the revision holds.
 func move(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSMoveParams
-	if err := decode(req, &p, p.Check); err != nil {
+	if err := decodeMut(req, &p, p.Check); err != nil {
 		return nil, err
 	}
 	exp := *p.ExpectedModifiedAtMs
