@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,5 +293,46 @@ func TestDeadlineForgetsTokens(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(f.root, "b")); err != nil {
 		t.Error("b was deleted")
+	}
+}
+
+// TestRaceConcurrentPreviewsKeepEveryToken: previews made at once from
+// several goroutines all land in the module's index (swapped with
+// store.cas, never a lost update), and each token deletes its file once.
+func TestRaceConcurrentPreviewsKeepEveryToken(t *testing.T) {
+	f := newFixture(t)
+	const workers, each = 4, 16
+	for i := 0; i < workers*each; i++ {
+		os.WriteFile(filepath.Join(f.root, fmt.Sprint("f", i)), nil, 0o644)
+	}
+	toks := make([]string, workers*each)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < each; j++ {
+				i := w*each + j
+				b, _ := json.Marshal(map[string]any{"nodeId": "n1", "path": fmt.Sprint("f", i)})
+				out, perr := f.invoke(t, "node.fs.delete.preview", string(b))
+				if perr != nil {
+					t.Errorf("preview %d: %v", i, perr)
+					return
+				}
+				var r protocol.FSDeletePreviewResult
+				json.Unmarshal(out, &r)
+				toks[i] = r.ConfirmationToken
+			}
+		}()
+	}
+	wg.Wait()
+	for i, tok := range toks {
+		p := fmt.Sprint("f", i)
+		if perr := f.del(t, p, p, tok); perr != nil {
+			t.Errorf("token %d lost: %v", i, perr)
+		}
+	}
+	if names, _ := os.ReadDir(f.root); len(names) != 0 {
+		t.Errorf("left: %d entries", len(names))
 	}
 }
