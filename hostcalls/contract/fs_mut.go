@@ -37,17 +37,17 @@ type (
 		Offset       int64    `json:"offset" doc:"byte offset, 0 to 9007199254740991"`
 		Truncate     bool     `json:"truncate" doc:"cut the file after the written bytes"`
 		Mkdirs       bool     `json:"mkdirs" doc:"create missing parent directories"`
-		Expect       FSExpect `json:"expect"`
+		Expect       FSExpect `json:"expect" doc:"what the file must be; nothing is written otherwise"`
 		MtimeNsAfter int64    `json:"mtimeNsAfter" doc:"the least mtime (ns) the file has after the write; 0 for none"`
 	}
 	// FSWriteAtResult is the result of fs.write_at: the canonical path,
 	// the bytes written and the file's size (bytes), mtime (ns) and
 	// identity after the write.
 	FSWriteAtResult struct {
-		Path         string `json:"path"`
+		Path         string `json:"path" doc:"canonical path"`
 		BytesWritten int64  `json:"bytesWritten"`
-		Size         int64  `json:"size"`
-		MtimeNs      int64  `json:"mtimeNs"`
+		Size         int64  `json:"size" doc:"bytes, after the write"`
+		MtimeNs      int64  `json:"mtimeNs" doc:"ns since the epoch, after the write"`
 		Dev          uint64 `json:"dev"`
 		Ino          uint64 `json:"ino"`
 		Created      bool   `json:"created" doc:"the call created the file"`
