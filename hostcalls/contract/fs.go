@@ -50,23 +50,13 @@ type (
 // lead to a change, delete previews included, needs "write". The
 // _payload variants build the method's whole payload (MIME types
 // included) as an invocation blob. The mutation primitives are in
-// fs_mut.go.
+// fs_mut.go, the bulk transfers in fs_xfer.go.
 var (
 	FSList        = Call[FSListArgs, FSListResult]{"fs.list"}
 	FSListPayload = Call[FSListArgs, PayloadResult]{"fs.list_payload"}
 	FSStatCall    = Call[FSPathArgs, FSStat]{"fs.stat"}
 	FSStatPayload = Call[FSPathArgs, PayloadResult]{"fs.stat_payload"}
 	FSRead        = Call[FSReadArgs, FSReadResult]{"fs.read"}
-	FSSend        = Call[FSSendArgs, FSTransferResult]{"fs.send"}
-	FSReceive     = Call[FSReceiveArgs, FSTransferResult]{"fs.receive"}
-)
-
-// Argument and result types of the bulk transfer host calls (the params
-// of node.fs.transfer.get and .put, dataTicket included).
-type (
-	FSSendArgs       = protocol.FSTransferGetParams
-	FSReceiveArgs    = protocol.FSTransferPutParams
-	FSTransferResult = protocol.FSTransferResult
 )
 
 func fsSpecs() []Spec {
@@ -76,7 +66,5 @@ func fsSpecs() []Spec {
 		spec(FSStatCall, "Metadata of one path, without following a final symlink out of the allowed roots. Kept for fs modules before 1.1.0; use fs.stat_payload."),
 		spec(FSStatPayload, "Metadata of one path as a whole node.fs.stat payload (MIME type included) in an invocation blob."),
 		spec(FSRead, "Reads at most length bytes from offset; the bytes go to an invocation blob (result blob), sized so their base64 fits the request's result room."),
-		spec(FSSend, "Streams path (from offset, after checking prefixSha256) over the data connection of dataTicket; returns the whole file's sha256."),
-		spec(FSReceive, "Receives size bytes over the data connection of dataTicket into a part file beside path, checks the sender's sha256, sets mode and mtime and moves it into place (compare-and-swap as fs.write and fs.move)."),
 	}
 }

@@ -27,13 +27,6 @@ var (
 		errPreconditionSpec("the captured source is not what expect says (details.field identity or mtime), or the destination exists (destination); nothing moved"),
 		hostcalls.Err(protocol.FSError(protocol.DomainCrossDevice), "destination is on another filesystem"),
 		hostcalls.Err(protocol.FSError(protocol.DomainAtomicMoveUnavailable), "the filesystem cannot move atomically without replacing"))
-	// writeErrors are the write errors fs.receive shares (bulk.go): it
-	// keeps its own compare-and-swap on expectedModifiedAtMs.
-	writeErrors = append(statErrors[:len(statErrors):len(statErrors)],
-		hostcalls.Err(errFileLimit, "offset + the data's length is more than the execution context's max_file_bytes"),
-		hostcalls.Err(protocol.InvalidParams("dataBase64", ""), "blob names no input blob, or holds more than 1048576 bytes"),
-		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"),
-		hostcalls.Err(protocol.FSError(protocol.DomainRevisionConflict), "expectedModifiedAtMs does not match the file"))
 	walkErrors = append(statErrors[:len(statErrors):len(statErrors)],
 		hostcalls.Err(protocol.InvalidParams("maxEntries", ""), "a limit is out of its range (maxEntries, maxDepth, maxBytes, entryOverhead)"))
 	removeErrors = append(statErrors[:len(statErrors):len(statErrors)],

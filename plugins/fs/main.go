@@ -99,29 +99,3 @@ func read(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func main() {}
-
-func transferGet(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSTransferGetParams
-	if err := protocol.DecodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	p.NodeID = ""
-	r, err := fs.Send(p)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
-func transferPut(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSTransferPutParams
-	if err := protocol.DecodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	p.NodeID = ""
-	r, err := fs.Receive(p)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}

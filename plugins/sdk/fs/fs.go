@@ -49,7 +49,10 @@ func Send(args contract.FSSendArgs) (contract.FSTransferResult, error) {
 }
 
 // Receive writes args.Size bytes from the data connection of
-// args.DataTicket to args.Path through a part file (fs.receive).
+// args.DataTicket to args.Path through a part file and renames it into
+// place if the entry there is what args.Replace and args.Expect allow
+// (fs.receive); a refusal is CONFLICT precondition_failed with
+// details.field.
 func Receive(args contract.FSReceiveArgs) (contract.FSTransferResult, error) {
 	return sdk.Invoke(fsReceive, contract.FSReceive, args)
 }
