@@ -152,3 +152,83 @@ func TestPutExpectationsThroughModule(t *testing.T) {
 		t.Fatalf("the racer's file was replaced: %q", b)
 	}
 }
+
+// newTreeCaller plays a put -r's caller: one file name with data.
+func newTreeCaller(t *testing.T, name string, data []byte) *caller {
+	t.Helper()
+	c := &caller{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		if _, _, err := ws.ReadMessage(); err != nil { // hello
+			return
+		}
+		for _, e := range []protocol.TransferEntry{{Name: name, Size: int64(len(data)), Mode: 0o644}, {SHA256: sum(data)}, {Done: true}} {
+			b, _ := json.Marshal(e)
+			ws.WriteMessage(websocket.TextMessage, b)
+			if e.Name != "" {
+				ws.WriteMessage(websocket.BinaryMessage, data)
+			}
+		}
+		ws.ReadMessage()
+	}))
+	t.Cleanup(srv.Close)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	c.ctx = datadial.WithDataDialer(context.Background(), func(ctx context.Context, _ string) (*websocket.Conn, error) {
+		c.dials.Add(1)
+		ws, _, err := websocket.DefaultDialer.DialContext(ctx, url, nil)
+		return ws, err
+	})
+	return c
+}
+
+// TestPutTreeAndParamsThroughModule: a tree put onto an existing file is
+// already_exists without overwrite (after the stream began and the root
+// was created: retrySafe false, mutationMayHaveApplied) and replaces it
+// with; the module refuses
+// params the host never sees (a tree put's expectedModifiedAtMs, a get's
+// offset without prefixSha256 or on a tree) before any data connection.
+func TestPutTreeAndParamsThroughModule(t *testing.T) {
+	f := newFixture(t)
+	if err := os.MkdirAll(filepath.Join(f.root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.root, "d", "a.txt"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("tree bytes")
+	_, e := f.put(t, newTreeCaller(t, "a.txt", data), map[string]any{"path": "d", "tree": true})
+	if e == nil || e.DomainCode() != protocol.DomainAlreadyExists || !mayHaveApplied(e) || e.Details.RetrySafe == nil || *e.Details.RetrySafe {
+		t.Fatalf("tree put onto an existing file: %+v", e)
+	}
+	out, e := f.put(t, newTreeCaller(t, "a.txt", data), map[string]any{"path": "d", "tree": true, "overwrite": true})
+	var r protocol.FSTransferResult
+	var dg protocol.TreeDigest
+	dg.Add("a.txt", sum(data))
+	if e != nil || json.Unmarshal(out, &r) != nil || r.Files != 1 || r.Size != int64(len(data)) || r.SHA256 != dg.Sum() ||
+		r.Path != filepath.Join(f.root, "d") {
+		t.Fatalf("tree put with overwrite: %s %+v", out, e)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "d", "a.txt")); string(b) != string(data) {
+		t.Fatalf("after the tree put: %q", b)
+	}
+	c := newCaller(t, data, nil)
+	for _, tc := range []struct {
+		method, field string
+		args          map[string]any
+	}{
+		{protocol.MethodFSTransferPut, "tree", map[string]any{"path": "d", "tree": true, "expectedModifiedAtMs": 1}},
+		{protocol.MethodFSTransferGet, "prefixSha256", map[string]any{"path": "d/a.txt", "offset": 1}},
+		{protocol.MethodFSTransferGet, "offset", map[string]any{"path": "d", "tree": true, "offset": 1, "prefixSha256": xferKey}},
+	} {
+		tc.args["nodeId"], tc.args["transferKey"], tc.args["dataTicket"] = "n1", xferKey, strings.Repeat("c", 64)
+		b, _ := json.Marshal(tc.args)
+		_, e := f.h.Invoke(c.ctx, protocol.InvokeRequest{InvokeID: "i1", NodeID: "n1", SessionGeneration: 1, Method: tc.method, Args: b})
+		if e == nil || e.Code != protocol.CodeInvalidParams || e.Details == nil || e.Details.Field != tc.field || c.dials.Load() != 0 {
+			t.Errorf("%s %s: %+v, want invalid_params %s before any data connection", tc.method, b, e, tc.field)
+		}
+	}
+}
