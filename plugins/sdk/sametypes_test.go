@@ -19,31 +19,30 @@ import (
 // contract.Call (a handler of another type does not compile), and at run
 // time by hostcalls/families TestTablesMatchContract.
 var (
-	_ func(string, bool) (contract.FSListResult, error)                = fs.List
-	_ func(string, bool) (contract.PayloadResult, error)               = fs.ListPayload
-	_ func(string) (contract.FSStat, error)                            = fs.Stat
-	_ func(string) (contract.PayloadResult, error)                     = fs.StatPayload
-	_ func(string, int64, int64) (contract.FSReadResult, error)        = fs.Read
-	_ func(contract.FSWriteArgs) (contract.FSWriteResult, error)       = fs.Write
-	_ func(string) (contract.FSMkdirResult, error)                     = fs.Mkdir
-	_ func(string, string, int64, bool) (contract.FSMoveResult, error) = fs.Move
-	_ func(string, bool) (contract.FSDeletePreviewResult, error)       = fs.DeletePreview
-	_ func(string, bool) (contract.PayloadResult, error)               = fs.DeletePreviewPayload
-	_ func(string, string, string) (contract.FSDeleteResult, error)    = fs.Delete
-	_ func(string) (contract.StoreGetResult, error)                    = store.Get
-	_ func(string, json.RawMessage) error                              = store.Put
-	_ func(string, json.RawMessage) error                              = store.Create
-	_ func(string) (contract.StoreDeleteResult, error)                 = store.Delete
-	_ func(string, string, int) (contract.StoreListResult, error)      = store.List
-	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)     = spawn.Run
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Result
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Get
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Cancel
-	_ func(string, uint32, *string) (contract.VaultSetResult, error)   = vault.Set
-	_ func() (contract.VaultListResult, error)                         = vault.List
-	_ func() (contract.PayloadResult, error)                           = vault.ListPayload
-	_ func(string) (contract.VaultDeleteResult, error)                 = vault.Delete
-	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
-	_ func() (contract.SysinfoSnapshot, error)                         = sysinfo.Snapshot
-	_ func() (json.RawMessage, error)                                  = sysinfo.SnapshotJSON
+	_ func(string, bool) (contract.FSListResult, error)                            = fs.List
+	_ func(string, bool) (contract.PayloadResult, error)                           = fs.ListPayload
+	_ func(string) (contract.FSStat, error)                                        = fs.Stat
+	_ func(string) (contract.PayloadResult, error)                                 = fs.StatPayload
+	_ func(string, int64, int64) (contract.FSReadResult, error)                    = fs.Read
+	_ func(contract.FSWriteArgs) (contract.FSWriteResult, error)                   = fs.Write
+	_ func(string) (contract.FSMkdirResult, error)                                 = fs.Mkdir
+	_ func(string, string, int64, bool) (contract.FSMoveResult, error)             = fs.Move
+	_ func(string, bool) (contract.FSDeletePreviewResult, error)                   = fs.DeletePreview
+	_ func(string, bool) (contract.PayloadResult, error)                           = fs.DeletePreviewPayload
+	_ func(string, string, string) (contract.FSDeleteResult, error)                = fs.Delete
+	_ func(string) (contract.StoreGetResult, error)                                = store.Get
+	_ func(string, json.RawMessage) error                                          = store.Put
+	_ func(string, json.RawMessage) error                                          = store.Create
+	_ func(string) (contract.StoreDeleteResult, error)                             = store.Delete
+	_ func(string, string, int) (contract.StoreListResult, error)                  = store.List
+	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)                 = spawn.Run
+	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Result
+	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Get
+	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Cancel
+	_ func(string, uint32, *contract.VaultRecord) (contract.VaultSetResult, error) = vault.Set
+	_ func() (contract.PayloadResult, error)                                       = vault.ListPayload
+	_ func(string) (contract.VaultDeleteResult, error)                             = vault.Delete
+	_ func(string) (contract.VaultReceiptResult, error)                            = vault.Receipt
+	_ func() (contract.SysinfoSnapshot, error)                                     = sysinfo.Snapshot
+	_ func() (json.RawMessage, error)                                              = sysinfo.SnapshotJSON
 )
