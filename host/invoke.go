@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"lemon/host/abi"
+	"lemon/host/abi/wire"
 	"lemon/hostcalls"
 	"lemon/protocol"
 )
@@ -258,10 +259,7 @@ const graceAfterDeadline = 5e9
 
 // runOnce runs the module once on a pooled instance.
 func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Output, *protocol.Error) {
-	input, err := json.Marshal(in)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "invocation could not be encoded")
-	}
+	input := abi.AppendInput(nil, in)
 	inst, err := mod.pool.get(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -283,11 +281,11 @@ func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Ou
 		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module trapped")
 	}
 	mod.pool.put(ctx, inst)
-	var out abi.Output
-	if err := json.Unmarshal(raw, &out); err != nil {
+	out, err := abi.DecodeOutput(raw)
+	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "module returned a malformed result")
 	}
-	return &out, nil
+	return out, nil
 }
 
 // decodeInputBlobs moves the declared blob fields out of params into
@@ -383,6 +381,14 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 // inline payload, with output blobs encoded into it.
 func (inv *invocation) finishPayload(out *abi.Output) (json.RawMessage, *protocol.Error) {
 	payload := out.Payload
+	if len(payload) > 0 {
+		// The guest's payload JSON is compacted and checked here, as
+		// json.Marshal would have in the guest (docs/ABI.md, "Result").
+		var ok bool
+		if payload, ok = wire.AppendCompact(make([]byte, 0, len(payload)), payload); !ok {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module returned a malformed payload")
+		}
+	}
 	if out.PayloadBlob != 0 {
 		b, ok := inv.Blob(out.PayloadBlob)
 		if inv.BlobSecret(out.PayloadBlob) {

@@ -75,9 +75,14 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing lemon_abi_version")
 	}
-	if r, err := v.Call(ctx); err != nil || len(r) != 1 || api.DecodeI32(r[0]) != abi.Version {
+	r, err := v.Call(ctx)
+	if err != nil || len(r) != 1 {
 		mod.Close(ctx)
-		return nil, fmt.Errorf("unsupported ABI version")
+		return nil, fmt.Errorf("lemon_abi_version failed")
+	}
+	if got := api.DecodeI32(r[0]); got != abi.Version {
+		mod.Close(ctx)
+		return nil, &abiMismatch{got: got}
 	}
 	p.mu.Lock()
 	p.created++
@@ -207,4 +212,12 @@ func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
 		return nil, err
 	}
 	return readPacked(inst, r[0])
+}
+
+// abiMismatch is a module built for another ABI version than the host's
+// (abi.Version); the host refuses it at load (docs/ABI.md, "Versions").
+type abiMismatch struct{ got int32 }
+
+func (e *abiMismatch) Error() string {
+	return fmt.Sprintf("module built for ABI %d; rebuild with the current SDK (this node runs ABI %d)", e.got, abi.Version)
 }

@@ -7,8 +7,9 @@ import (
 	"unsafe"
 )
 
-// pinned keeps host-written buffers alive until lemon_invoke consumes them.
-var pinned = map[uint32][]byte{}
+// pinned keeps the buffer the host writes an invocation into alive until
+// lemon_invoke consumes it (the host allocates one per invocation).
+var pinned []byte
 
 // lastResult keeps the previous result buffer alive until the next call.
 var lastResult []byte
@@ -30,10 +31,8 @@ func lemonMalloc(size uint32) uint32 {
 	if size == 0 {
 		size = 1
 	}
-	b := make([]byte, size)
-	p := ptrOf(b)
-	pinned[p] = b
-	return p
+	pinned = make([]byte, size)
+	return ptrOf(pinned)
 }
 
 //go:wasmexport lemon_describe
@@ -44,10 +43,10 @@ func lemonDescribe() uint64 {
 
 //go:wasmexport lemon_invoke
 func lemonInvoke(ptr, size uint32) uint64 {
-	buf, ok := pinned[ptr]
-	delete(pinned, ptr)
+	buf := pinned
+	pinned = nil
 	var in []byte
-	if ok && int(size) <= len(buf) {
+	if ptr != 0 && ptr == ptrOf(buf) && int(size) <= len(buf) {
 		in = buf[:size]
 	}
 	lastResult = invoke(in)
