@@ -63,19 +63,31 @@ func receiptKey(nodeID, opID string) (string, *protocol.Error) {
 }
 
 func set(req *sdk.Request) (*sdk.Result, error) {
-	// Decoding checks the name rules, operationId and the reserved-name
-	// rule, all before the vault is touched or the value blob read.
-	p, perr := protocol.DecodeSecretsSet(req.Params)
-	if perr != nil {
-		return nil, perr
+	// The checks of protocol.DecodeSecretsSet, on the SDK's fast strict
+	// decode: the name rules, operationId and the reserved-name rule, all
+	// before the vault is touched or the value blob read.
+	var p protocol.SecretsSetParams
+	if err := req.Decode(&p); err != nil {
+		return nil, err
 	}
 	if p.Value != nil {
 		// Only a host that ignored the manifest could pass the value in
 		// params; refuse rather than handle plaintext here.
 		return nil, protocol.Errorf(protocol.CodeInternal, "value did not arrive as a host-side blob")
 	}
+	if perr := protocol.RequireNodeID(p.NodeID); perr != nil {
+		return nil, perr
+	}
 	name, perr := protocol.CheckSecretName(p.Name)
 	if perr != nil {
+		return nil, perr
+	}
+	if p.OperationID != nil {
+		if perr := protocol.CheckSecretOperationID(*p.OperationID); perr != nil {
+			return nil, perr
+		}
+	}
+	if perr := protocol.CheckReservedSecretName(name, p.OperationID); perr != nil {
 		return nil, perr
 	}
 	blob, ok := req.Blobs["value"]
@@ -108,7 +120,11 @@ func set(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func list(req *sdk.Request) (*sdk.Result, error) {
-	if _, perr := protocol.DecodeSecretsList(req.Params); perr != nil {
+	var p protocol.SecretsListParams
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	if perr := protocol.RequireNodeID(p.NodeID); perr != nil {
 		return nil, perr
 	}
 	// The host shapes {names, limit:500, truncated} into a blob; the names
@@ -124,8 +140,11 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func del(req *sdk.Request) (*sdk.Result, error) {
-	p, perr := protocol.DecodeSecretsDelete(req.Params)
-	if perr != nil {
+	var p protocol.SecretsDeleteParams
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	if perr := protocol.RequireNodeID(p.NodeID); perr != nil {
 		return nil, perr
 	}
 	name, perr := protocol.CheckSecretName(p.Name)
@@ -140,8 +159,14 @@ func del(req *sdk.Request) (*sdk.Result, error) {
 }
 
 func receipt(req *sdk.Request) (*sdk.Result, error) {
-	p, perr := protocol.DecodeSecretsReceipt(req.Params)
-	if perr != nil {
+	var p protocol.SecretsReceiptParams
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	if perr := protocol.RequireNodeID(p.NodeID); perr != nil {
+		return nil, perr
+	}
+	if perr := protocol.CheckSecretOperationID(p.OperationID); perr != nil {
 		return nil, perr
 	}
 	key, perr := receiptKey(req.Invocation.NodeID, p.OperationID)
