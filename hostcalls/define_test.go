@@ -45,14 +45,14 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 		t.Fatalf("fn error = %v", err)
 	}
 	// Empty args: the guest sends {}; null and nothing decode the same.
-	none := hostcalls.Define(contract.VaultListPayload, hostcalls.CapSecrets, hostcalls.AuditRead,
-		func(context.Context, hostcalls.Call, contract.Empty) (contract.PayloadResult, error) {
-			return contract.PayloadResult{PayloadBlob: 7}, nil
+	none := hostcalls.Define(contract.ConfigGetCall, hostcalls.CapNone, hostcalls.AuditRead,
+		func(context.Context, hostcalls.Call, contract.Empty) (contract.Settings, error) {
+			return contract.Settings{Settings: map[string]any{"n": 7}}, nil
 		})
 	for _, args := range []string{`{}`, ``, `null`} {
 		out, err := none.Func(context.Background(), nil, []byte(args))
-		var r contract.PayloadResult
-		if err != nil || json.Unmarshal(out, &r) != nil || r.PayloadBlob != 7 {
+		var r contract.Settings
+		if err != nil || json.Unmarshal(out, &r) != nil || r.Settings["n"] != 7.0 {
 			t.Fatalf("args %q: %s, %v", args, out, err)
 		}
 	}

@@ -68,22 +68,35 @@ type (
 		WrittenAtMs     int64  `json:"writtenAtMs" doc:"Unix ms of the put"`
 	}
 
-	// VaultListPayloadResult is the result of vault.list_payload.
-	VaultListPayloadResult = PayloadResult
+	// VaultListArgs are the args of vault.list.
+	VaultListArgs struct {
+		Limit int `json:"limit" doc:"the most names to return: 1 to 1000"`
+	}
+	// VaultListResult is the result of vault.list: the first Limit names
+	// holding a current, unexpired value, sorted bytewise (Go string
+	// order); metadata a deleted name keeps for its records is never
+	// listed. More is true when more names hold a value.
+	VaultListResult struct {
+		Names []string `json:"names" doc:"stored names, sorted bytewise, at most limit; never null"`
+		More  bool     `json:"more" doc:"more names than limit hold a value"`
+	}
 )
+
+// VaultListMaxLimit is the largest limit vault.list takes.
+const VaultListMaxLimit = 1000
 
 // The vault host calls, all under capability "secrets".
 var (
-	VaultSet         = Call[VaultSetArgs, VaultSetResult]{"vault.set"}
-	VaultListPayload = Call[Empty, VaultListPayloadResult]{"vault.list_payload"}
-	VaultDelete      = Call[VaultDeleteArgs, VaultDeleteResult]{"vault.delete"}
-	VaultReceipt     = Call[VaultReceiptArgs, VaultReceiptResult]{"vault.receipt"}
+	VaultSet     = Call[VaultSetArgs, VaultSetResult]{"vault.set"}
+	VaultList    = Call[VaultListArgs, VaultListResult]{"vault.list"}
+	VaultDelete  = Call[VaultDeleteArgs, VaultDeleteResult]{"vault.delete"}
+	VaultReceipt = Call[VaultReceiptArgs, VaultReceiptResult]{"vault.receipt"}
 )
 
 func vaultSpecs() []Spec {
 	return []Spec{
 		spec(VaultSet, "Seal and put: encrypts the secret input blob and stores it under name at its next revision; with record, writes the module's record in the same fsync'd transaction (a replay of an existing record writes nothing)."),
-		spec(VaultListPayload, "The names holding a current value, sorted bytewise, at most 500, as a node.secrets.list payload object in an invocation blob (kept under this name: the audit vocabulary pins it)."),
+		spec(VaultList, "The first limit names holding a current, unexpired value, sorted bytewise, and whether more exist."),
 		spec(VaultDelete, "Deletes the value of one name; the name's revision counter is kept while records refer to it."),
 		spec(VaultReceipt, "Reads one of the module's records and the raw state of the name its put wrote."),
 	}

@@ -44,7 +44,7 @@ func BenchmarkList500(b *testing.B) {
 		mustSet(b, f.v, "n1", fmt.Sprintf("integration/service-%06d/api-token", i), "v", nil)
 	}
 	for b.Loop() {
-		l, err := f.v.List()
+		l, err := f.v.List(500)
 		if err != nil || len(l.Names) != 500 {
 			b.Fatal(err)
 		}

@@ -341,7 +341,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	}
 	call(HostCallSet, `{"name":"`+canaryName+`-cap","valueBlob":2,`+rec("op-full")+`}`) // capacity
 	call(HostCallReceipt, `{"key":"op/node-id/op-canary"}`)
-	call(HostCallListPayload, `{}`)
+	call(HostCallList, `{"limit":500}`)
 	call(HostCallSet, `{"name":"`+canaryName+`-del","valueBlob":1,`+rec("op-del")+`}`)
 	call(HostCallDelete, `{"name":"`+canaryName+`-del"}`)
 	call(HostCallDelete, `{"name":"`+canaryName+`\u0000"}`)

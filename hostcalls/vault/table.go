@@ -2,7 +2,6 @@ package vault
 
 import (
 	"context"
-	"encoding/json"
 
 	"lemon/hostcalls"
 	"lemon/hostcalls/contract"
@@ -14,10 +13,7 @@ var (
 	HostCallSet     = contract.VaultSet.Name()
 	HostCallDelete  = contract.VaultDelete.Name()
 	HostCallReceipt = contract.VaultReceipt.Name()
-	// HostCallListPayload answers {payloadBlob}: the id of an invocation
-	// blob holding the node.secrets.list payload object, which the module
-	// returns unread (sdk.Result.PayloadBlob, docs/ABI.md).
-	HostCallListPayload = contract.VaultListPayload.Name()
+	HostCallList    = contract.VaultList.Name()
 )
 
 // Table returns the vault primitives, all under capability "secrets"
@@ -26,7 +22,7 @@ var (
 //	vault.set          {name, valueBlob, record?{key, value, maxPerName?}} → {revision, written}
 //	vault.delete       {name}  → {deleted}
 //	vault.receipt      {key}   → {found, value, name, revision, currentRevision, live, writtenAtMs}
-//	vault.list_payload {}      → {payloadBlob}; blob = {names, limit:500, truncated}
+//	vault.list         {limit} → {names, more}  (limit 1 to 1000; names sorted bytewise)
 //
 // Records belong to the calling module's family (call.Module()); there is
 // no way to name another module's. The secret-operation logic (operation
@@ -37,7 +33,8 @@ func (v *Vault) Table() hostcalls.Table {
 	sec := hostcalls.CapSecrets
 	return hostcalls.Table{
 		hostcalls.Define(contract.VaultSet, sec, hostcalls.AuditMutation, v.hcSet, setErrors...).ReadsSecretBlobs(),
-		hostcalls.Define(contract.VaultListPayload, sec, hostcalls.AuditRead, v.hcListPayload, errsUnavailable, errsCorrupt),
+		hostcalls.Define(contract.VaultList, sec, hostcalls.AuditRead, v.hcList,
+			hostcalls.Err(protocol.InvalidParams("limit", ""), "limit is not 1 to 1000"), errsUnavailable),
 		hostcalls.Define(contract.VaultDelete, sec, hostcalls.AuditMutation, v.hcDelete, deleteErrors...),
 		hostcalls.Define(contract.VaultReceipt, sec, hostcalls.AuditRead, v.hcReceipt,
 			hostcalls.Err(protocol.InvalidParams("record", ""), "key is empty, longer than 512 bytes, not UTF-8 or has NUL"),
@@ -98,16 +95,12 @@ func (v *Vault) hcSet(ctx context.Context, call hostcalls.Call, a contract.Vault
 	return contract.VaultSetResult{Revision: res.Revision, Written: res.Written}, nil
 }
 
-func (v *Vault) hcListPayload(ctx context.Context, call hostcalls.Call, _ contract.Empty) (contract.VaultListPayloadResult, error) {
-	res, perr := v.List()
+func (v *Vault) hcList(ctx context.Context, call hostcalls.Call, a contract.VaultListArgs) (contract.VaultListResult, error) {
+	res, perr := v.List(a.Limit)
 	if perr != nil {
-		return contract.PayloadResult{}, perr
+		return contract.VaultListResult{}, perr
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return contract.PayloadResult{}, protocol.Errorf(protocol.CodeInternal, "internal error")
-	}
-	return contract.PayloadResult{PayloadBlob: call.PutBlob(b)}, nil
+	return contract.VaultListResult{Names: res.Names, More: res.More}, nil
 }
 
 func (v *Vault) hcDelete(ctx context.Context, call hostcalls.Call, a contract.VaultDeleteArgs) (contract.VaultDeleteResult, error) {

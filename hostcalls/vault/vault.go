@@ -37,8 +37,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +50,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -164,6 +167,7 @@ type Vault struct {
 	master  []byte
 	keys    *keyring
 	entries map[string]*entry  // by stored name
+	sorted  []string           // the keys of entries, sorted bytewise (List)
 	records map[recKey]*record // module records
 	failed  bool               // a commit failed: in-memory state may be stale
 	closed  bool
@@ -239,6 +243,11 @@ func (v *Vault) open() error {
 		return err
 	}
 	v.db, v.keys, v.entries, v.records = db, keys, entries, records
+	v.sorted = make([]string, 0, len(entries))
+	for n := range entries {
+		v.sorted = append(v.sorted, n)
+	}
+	sort.Strings(v.sorted)
 	return nil
 }
 
@@ -754,10 +763,17 @@ func (v *Vault) commit(e *entry, sealedValue []byte, removeValue bool, rec *reco
 		return errWriteUnknown()
 	}
 	v.writes.Add(1)
+	i, found := slices.BinarySearch(v.sorted, e.Name)
 	if drop {
 		delete(v.entries, e.Name)
+		if found {
+			v.sorted = slices.Delete(v.sorted, i, i+1)
+		}
 	} else {
 		v.entries[e.Name] = e
+		if !found {
+			v.sorted = slices.Insert(v.sorted, i, e.Name)
+		}
 	}
 	if rec != nil {
 		v.records[recKey{rec.Family, rec.Key}] = rec
@@ -792,29 +808,40 @@ func (v *Vault) Delete(name string) (bool, *protocol.Error) {
 	return true, nil
 }
 
-// List returns the stored names with a current, unexpired value, sorted
-// bytewise, at most 500, and whether more exist (node.secrets.list).
-// Metadata kept for records of deleted names is never listed.
-func (v *Vault) List() (protocol.SecretsListResult, *protocol.Error) {
+// ListResult is the first names of List and whether more exist.
+type ListResult struct {
+	Names []string // sorted bytewise; never nil
+	More  bool     // more names hold a value than were returned
+}
+
+// List returns the first limit (1 to contract.VaultListMaxLimit) stored
+// names with a current, unexpired value, sorted bytewise, and whether
+// more exist (vault.list). Metadata kept for records of deleted names is
+// never listed. A limit out of range is INVALID_PARAMS on "limit"; a
+// vault that cannot answer is vault_unavailable.
+func (v *Vault) List(limit int) (ListResult, *protocol.Error) {
+	if limit < 1 || limit > contract.VaultListMaxLimit {
+		return ListResult{}, protocol.InvalidParams("limit", fmt.Sprintf("limit must be 1 to %d", contract.VaultListMaxLimit))
+	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if !v.usable() {
-		return protocol.SecretsListResult{}, errUnavailable()
+		return ListResult{}, errUnavailable()
 	}
+	// v.sorted keeps the names in order, so a list is one pass without a
+	// sort (docs/SECRETS.md, "Performance").
 	now := v.now()
-	names := make([]string, 0, len(v.entries))
-	for n, e := range v.entries {
-		if e.live(now) {
-			names = append(names, n)
+	names := make([]string, 0, min(limit, len(v.sorted)))
+	for _, n := range v.sorted {
+		if !v.entries[n].live(now) {
+			continue
 		}
+		if len(names) == limit {
+			return ListResult{Names: names, More: true}, nil
+		}
+		names = append(names, n)
 	}
-	sort.Strings(names)
-	res := protocol.SecretsListResult{Names: names, Limit: protocol.SecretListLimit}
-	if len(names) > protocol.SecretListLimit {
-		res.Names = names[:protocol.SecretListLimit:protocol.SecretListLimit]
-		res.Truncated = true
-	}
-	return res, nil
+	return ListResult{Names: names}, nil
 }
 
 // RecordState is a module record and the raw state of the name its put

@@ -169,8 +169,8 @@ func TestSetReplaceResolveList(t *testing.T) {
 	if got := mustResolve(t, f.v, "integration/token"); got != "two" {
 		t.Fatalf("resolve after replace = %q", got)
 	}
-	l, _ := f.v.List()
-	if strings.Join(l.Names, ",") != "integration/token" || l.Truncated || l.Limit != 500 {
+	l, _ := f.v.List(500)
+	if strings.Join(l.Names, ",") != "integration/token" || l.More {
 		t.Fatalf("list = %+v", l)
 	}
 	f.reopen(t)
@@ -257,9 +257,9 @@ func TestListSortedBoundedExcludesExpiredAndDeleted(t *testing.T) {
 	for i := 499; i >= 0; i-- {
 		mustSet(t, f.v, "n1", "s"+pad(i), "v", nil)
 	}
-	l, _ := f.v.List()
-	if len(l.Names) != 500 || l.Truncated {
-		t.Fatalf("500 names: len=%d truncated=%v", len(l.Names), l.Truncated)
+	l, _ := f.v.List(500)
+	if len(l.Names) != 500 || l.More {
+		t.Fatalf("500 names: len=%d truncated=%v", len(l.Names), l.More)
 	}
 	for i, n := range l.Names {
 		if n != "s"+pad(i) {
@@ -267,30 +267,63 @@ func TestListSortedBoundedExcludesExpiredAndDeleted(t *testing.T) {
 		}
 	}
 	mustSet(t, f.v, "n1", "A-first", "v", nil)
-	l, _ = f.v.List()
-	if len(l.Names) != 500 || !l.Truncated || l.Names[0] != "A-first" || l.Names[499] != "s"+pad(498) {
-		t.Fatalf("501 names: len=%d truncated=%v first=%q last=%q", len(l.Names), l.Truncated, l.Names[0], l.Names[499])
+	l, _ = f.v.List(500)
+	if len(l.Names) != 500 || !l.More || l.Names[0] != "A-first" || l.Names[499] != "s"+pad(498) {
+		t.Fatalf("501 names: len=%d truncated=%v first=%q last=%q", len(l.Names), l.More, l.Names[0], l.Names[499])
 	}
 	// Expiry and deletion both bring it back to 500, untruncated.
 	if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "s" + pad(10), Value: []byte("v"),
 		ExpiresAt: f.clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	l, _ = f.v.List()
-	if !l.Truncated {
+	l, _ = f.v.List(500)
+	if !l.More {
 		t.Fatal("not yet expired, list should still be truncated")
 	}
 	f.clock.Advance(time.Minute)
-	l, _ = f.v.List()
-	if len(l.Names) != 500 || l.Truncated || contains(l.Names, "s"+pad(10)) {
-		t.Fatalf("after expiry: len=%d truncated=%v", len(l.Names), l.Truncated)
+	l, _ = f.v.List(500)
+	if len(l.Names) != 500 || l.More || contains(l.Names, "s"+pad(10)) {
+		t.Fatalf("after expiry: len=%d truncated=%v", len(l.Names), l.More)
 	}
 	_, rerr := f.v.Resolve("s" + pad(10))
 	wantDomain(t, rerr, protocol.CodeNotFound, protocol.DomainNotFound)
 	f.v.Delete("A-first")
-	l, _ = f.v.List()
+	l, _ = f.v.List(500)
 	if len(l.Names) != 499 || contains(l.Names, "A-first") {
 		t.Fatalf("after delete: len=%d", len(l.Names))
+	}
+}
+
+// TestListLimit: limit 1 to 1000 passes (0 and 1001 are INVALID_PARAMS
+// on limit); the first limit names in byte order come back, with more
+// exactly when names are left out.
+func TestListLimit(t *testing.T) {
+	f := newFixture(t)
+	for _, n := range []string{"b", "a", "B"} {
+		mustSet(t, f.v, "n1", n, "v", nil)
+	}
+	for _, tc := range []struct {
+		limit int
+		want  string
+		more  bool
+	}{{1, "B", true}, {2, "B,a", true}, {3, "B,a,b", false}, {1000, "B,a,b", false}} {
+		l, err := f.v.List(tc.limit)
+		if err != nil || strings.Join(l.Names, ",") != tc.want || l.More != tc.more {
+			t.Fatalf("limit %d: %+v %v", tc.limit, l, err)
+		}
+	}
+	for _, limit := range []int{0, -1, 1001} {
+		_, err := f.v.List(limit)
+		wantField(t, err, "limit")
+	}
+	for _, n := range []string{"b", "a", "B"} {
+		if _, err := f.v.Delete(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := f.v.List(1)
+	if err != nil || l.Names == nil || len(l.Names) != 0 || l.More {
+		t.Fatalf("empty vault: %#v %v", l, err)
 	}
 }
 
@@ -394,7 +427,7 @@ func TestReceiptsSurviveDeletionAndExpiry(t *testing.T) {
 	if r.Status != "applied" || r.CurrentBindingMatches || *r.Name != "gone" {
 		t.Fatalf("after delete: %+v", r)
 	}
-	l, _ := f.v.List()
+	l, _ := f.v.List(500)
 	if len(l.Names) != 0 {
 		t.Fatalf("receipt-only metadata listed: %v", l.Names)
 	}
@@ -517,7 +550,7 @@ func TestKeyRotationFlipsBindings(t *testing.T) {
 	if r := mustReceipt(t, f.v, "n1", "op-a"); r.Status != "applied" || r.CurrentBindingMatches {
 		t.Fatalf("old receipt after reopen: %+v", r)
 	}
-	l, _ := f.v.List()
+	l, _ := f.v.List(500)
 	if strings.Join(l.Names, ",") != "a,b" {
 		t.Fatalf("list after rotation = %v", l.Names)
 	}
@@ -624,7 +657,7 @@ func TestClosedVaultIsUnavailable(t *testing.T) {
 	f.v.Close()
 	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "a", Value: []byte("v")})
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
-	_, err = f.v.List()
+	_, err = f.v.List(500)
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
 	// A query error is never not_found.
 	_, err = f.v.Record(LegacyReceiptFamily, LegacyReceiptKey("n1", "op"))
@@ -645,7 +678,7 @@ func TestConcurrentSets(t *testing.T) {
 				if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "shared", Value: []byte(id), OperationID: &id}); err != nil {
 					t.Error(err)
 				}
-				f.v.List()
+				f.v.List(500)
 				f.v.Record(LegacyReceiptFamily, LegacyReceiptKey("n1", id))
 			}
 		}()
@@ -710,7 +743,7 @@ func callHost(t testing.TB, v *Vault, c hostcalls.Call, name, args string) (stri
 func TestTable(t *testing.T) {
 	f := newFixture(t)
 	want := map[string]hostcalls.AuditClass{HostCallSet: hostcalls.AuditMutation,
-		HostCallListPayload: hostcalls.AuditRead, HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
+		HostCallList: hostcalls.AuditRead, HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
 	tbl := f.v.Table()
 	if len(tbl) != len(want) {
 		t.Fatalf("table has %d entries", len(tbl))
@@ -745,9 +778,10 @@ func TestTable(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, `{"found":false`) {
 		t.Fatalf("another module read the record: %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallListPayload, `{}`)
-	if err != nil || out != `{"payloadBlob":2}` || string(c.blobs[2]) != `{"names":["integration/token"],"limit":500,"truncated":false}` {
-		t.Fatalf("list_payload = %s %v, blob %s", out, err, c.blobs[2])
+	nblobs := len(c.blobs)
+	out, err = callHost(t, f.v, c, HostCallList, `{"limit":1}`)
+	if err != nil || out != `{"names":["integration/token"],"more":false}` || len(c.blobs) != nblobs {
+		t.Fatalf("list = %s %v (blobs %d, were %d)", out, err, len(c.blobs), nblobs)
 	}
 	out, err = callHost(t, f.v, c, HostCallDelete, `{"name":"integration/token"}`)
 	if err != nil || out != `{"deleted":true}` {
@@ -778,12 +812,12 @@ func TestTable(t *testing.T) {
 	}
 	_, err = callHost(t, f.v, c, HostCallReceipt, `{"operationId":"x"}`)
 	wantField(t, err, "operationId")
-	nblobs := len(c.blobs)
-	_, err = callHost(t, f.v, c, HostCallListPayload, `{"limit":1}`)
-	wantField(t, err, "limit")
-	if len(c.blobs) != nblobs {
-		t.Fatal("a refused list_payload stored a blob")
+	for _, args := range []string{`{}`, `{"limit":0}`, `{"limit":1001}`, `{"limit":-1}`} {
+		_, err = callHost(t, f.v, c, HostCallList, args)
+		wantField(t, err, "limit")
 	}
+	_, err = callHost(t, f.v, c, HostCallList, `{"limit":1,"after":"a"}`)
+	wantField(t, err, "after")
 	c.blobs[2] = bytes.Repeat([]byte("x"), 1<<20+1)
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":2}`)
 	wantField(t, err, "value")

@@ -40,7 +40,8 @@ var (
 	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Get
 	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Cancel
 	_ func(string, uint32, *contract.VaultRecord) (contract.VaultSetResult, error) = vault.Set
-	_ func() (contract.PayloadResult, error)                                       = vault.ListPayload
+	_ func(int) (contract.VaultListResult, error)                                  = vault.List
+	_ func(int) (json.RawMessage, bool, error)                                     = vault.ListNamesJSON
 	_ func(string) (contract.VaultDeleteResult, error)                             = vault.Delete
 	_ func(string) (contract.VaultReceiptResult, error)                            = vault.Receipt
 	_ func() (contract.SysinfoSnapshot, error)                                     = sysinfo.Snapshot

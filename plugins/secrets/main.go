@@ -22,12 +22,14 @@
 // The secret value never enters this module's memory: the manifest
 // declares value as an input blob, so the host removes it from params
 // before the module runs and the module hands the vault only the blob's
-// id. There is no get: nothing here can read a value back. The list of
-// names does not enter this module either: the host builds the payload as
-// a blob the module returns unread.
+// id. There is no get: nothing here can read a value back; vault.list
+// gives names only.
 package main
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/vault"
@@ -127,17 +129,30 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	if perr := protocol.RequireNodeID(p.NodeID); perr != nil {
 		return nil, perr
 	}
-	// The host shapes {names, limit:500, truncated} into a blob; the names
-	// never cross guest JSON (docs/SECRETS.md, "Performance").
-	res, err := vault.ListPayload()
+	// The vault answers the first 500 names in byte order, still encoded,
+	// and whether more exist; the payload {names, limit:500, truncated} is
+	// shaped here around them, so 500 names are neither decoded nor
+	// re-encoded in the guest (docs/SECRETS.md, "Performance"). The host
+	// checks the payload as it checks every payload.
+	names, more, err := vault.ListNamesJSON(protocol.SecretListLimit)
 	if err != nil {
 		return nil, err
 	}
-	if res.PayloadBlob == 0 {
-		return nil, protocol.Errorf(protocol.CodeInternal, "vault returned no payload")
-	}
-	return &sdk.Result{PayloadBlob: res.PayloadBlob}, nil
+	// listBuf is reused: the SDK copies the payload into the result
+	// envelope before the invocation returns.
+	b := append(listBuf[:0], `{"names":`...)
+	b = append(b, names...)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, protocol.SecretListLimit, 10)
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, more)
+	b = append(b, '}')
+	listBuf = b
+	return &sdk.Result{Payload: json.RawMessage(b)}, nil
 }
+
+// listBuf holds the last node.secrets.list payload.
+var listBuf []byte
 
 func del(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.SecretsDeleteParams

@@ -8,7 +8,7 @@ package vault
 
 func vaultSet(ptr, size uint32) uint64 { return 0 }
 
-func vaultListPayload(ptr, size uint32) uint64 { return 0 }
+func vaultList(ptr, size uint32) uint64 { return 0 }
 
 func vaultDelete(ptr, size uint32) uint64 { return 0 }
 

@@ -9,8 +9,8 @@ package vault
 //go:wasmimport lemon vault.set
 func vaultSet(ptr, size uint32) uint64
 
-//go:wasmimport lemon vault.list_payload
-func vaultListPayload(ptr, size uint32) uint64
+//go:wasmimport lemon vault.list
+func vaultList(ptr, size uint32) uint64
 
 //go:wasmimport lemon vault.delete
 func vaultDelete(ptr, size uint32) uint64

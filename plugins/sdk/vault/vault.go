@@ -21,11 +21,11 @@ func Set(name string, valueBlob uint32, record *contract.VaultRecord) (contract.
 	return sdk.Invoke(vaultSet, contract.VaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record})
 }
 
-// ListPayload is the list of names as a blob holding the whole
-// node.secrets.list payload (vault.list_payload); return its id unread as
-// sdk.Result.PayloadBlob.
-func ListPayload() (contract.PayloadResult, error) {
-	return sdk.Invoke(vaultListPayload, contract.VaultListPayload, contract.Empty{})
+// List returns the first limit (1 to contract.VaultListMaxLimit) names
+// holding a current, unexpired value, sorted bytewise, and whether more
+// exist (vault.list).
+func List(limit int) (contract.VaultListResult, error) {
+	return sdk.Invoke(vaultList, contract.VaultList, contract.VaultListArgs{Limit: limit})
 }
 
 // Delete deletes the value of name (stored form) (vault.delete); Deleted
