@@ -85,6 +85,26 @@ type field struct {
 	// kind is the field's basic kind for the inline fast cases of
 	// encStruct and decStruct (kOther: call p's functions).
 	kind kind
+	// first8 and last8 are the name's first and last 8 bytes as words
+	// (first8 zero-padded): decStruct compares a key with them instead of
+	// runtime.memequal, a loop iteration per byte in a guest.
+	first8, last8 uint64
+	// keyFirst8 and keyLast8 are the same of key (`"name":`), for
+	// matching the expected next member in one go.
+	keyFirst8, keyLast8 uint64
+}
+
+// nameWords returns the words field.first8 and field.last8 of name.
+func nameWords(name string) (first8, last8 uint64) {
+	for i := 0; i < 8 && i < len(name); i++ {
+		first8 |= uint64(name[i]) << (8 * i)
+	}
+	if len(name) >= 8 {
+		for i := 0; i < 8; i++ {
+			last8 |= uint64(name[len(name)-8+i]) << (8 * i)
+		}
+	}
+	return first8, last8
 }
 
 // kind names the field kinds the struct loops handle inline; a call
@@ -558,6 +578,10 @@ func (p *plan) collect(t reflect.Type, hops []hop, depth int) bool {
 		key = append(key, ':')
 		p.byName[name] = len(p.fields)
 		f := field{name: name, key: key, hops: h, omitEmpty: omit, p: build(sf.Type), kind: kindOf(sf.Type)}
+		f.first8, f.last8 = nameWords(name)
+		if len(key) <= 16 && len(key) == len(name)+3 {
+			f.keyFirst8, f.keyLast8 = nameWords(string(key))
+		}
 		f.direct = true
 		for _, x := range h {
 			f.off += x.off
