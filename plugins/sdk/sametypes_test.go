@@ -44,6 +44,5 @@ var (
 	_ func(int) (json.RawMessage, bool, error)                                     = vault.ListNamesJSON
 	_ func(string) (contract.VaultDeleteResult, error)                             = vault.Delete
 	_ func(string) (contract.VaultReceiptResult, error)                            = vault.Receipt
-	_ func() (contract.SysinfoSnapshot, error)                                     = sysinfo.Snapshot
-	_ func() (json.RawMessage, error)                                              = sysinfo.SnapshotJSON
+	_ func() (contract.SysinfoFigures, error)                                      = sysinfo.Snapshot
 )

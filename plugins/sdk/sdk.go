@@ -10,11 +10,15 @@
 //	}
 //
 //	func hostInfo(req *sdk.Request) (*sdk.Result, error) {
-//		snap, err := sysinfo.Snapshot()
+//		var p protocol.HostInfoParams
+//		if err := req.Decode(&p); err != nil { // strict: unknown field → INVALID_PARAMS
+//			return nil, err
+//		}
+//		figures, err := sysinfo.Snapshot()
 //		if err != nil {
 //			return nil, err
 //		}
-//		return &sdk.Result{Payload: snap}, nil
+//		return &sdk.Result{Payload: shape.Payload(figures)}, nil
 //	}
 //
 // Handlers return *protocol.Error values for failures; any other error
