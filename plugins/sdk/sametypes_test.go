@@ -40,6 +40,7 @@ var (
 	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Get
 	_ func(string) (contract.SpawnReceiptResult, error)                            = spawn.Cancel
 	_ func(string, uint32, *contract.VaultRecord) (contract.VaultSetResult, error) = vault.Set
+	_ func(string, uint32, *contract.VaultRecord) error                            = vault.Put
 	_ func(int) (contract.VaultListResult, error)                                  = vault.List
 	_ func(int) (json.RawMessage, bool, error)                                     = vault.ListNamesJSON
 	_ func(string) (contract.VaultDeleteResult, error)                             = vault.Delete

@@ -110,7 +110,9 @@ func set(req *sdk.Request) (*sdk.Result, error) {
 		// success, nothing written) or secret_operation_conflict.
 		rec = &contract.VaultRecord{Key: key, Value: receiptValue, MaxPerName: protocol.SecretReceiptsPerName}
 	}
-	if _, err := vault.Set(name, blob.ID, rec); err != nil {
+	// vault.set's result (revision, written) is not needed: a replay
+	// answers the original success. Put skips decoding it.
+	if err := vault.Put(name, blob.ID, rec); err != nil {
 		return nil, err
 	}
 	out := protocol.SecretsSetResult{Name: name, Set: true}

@@ -21,6 +21,14 @@ func Set(name string, valueBlob uint32, record *contract.VaultRecord) (contract.
 	return sdk.Invoke(vaultSet, contract.VaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record})
 }
 
+// Put is Set for a module that needs only success: the same host call,
+// but its result is not decoded (each decoded field costs the guest
+// microseconds, docs/ABI.md "Codec"). A replay that writes nothing is a success
+// too.
+func Put(name string, valueBlob uint32, record *contract.VaultRecord) error {
+	return sdk.Call(vaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record}, nil)
+}
+
 // List returns the first limit (1 to contract.VaultListMaxLimit) names
 // holding a current, unexpired value, sorted bytewise, and whether more
 // exist (vault.list).
