@@ -21,8 +21,10 @@ import (
 // time before its one host call (host invoke path, guest decode and
 // checks), in it (vault.set: seal, bbolt commit, fdatasyncs) and after it
 // (guest result, output envelope, payload check), p50s in µs, for the
-// diagnosis in docs/BENCHMARKS.md ("Module ABI"). Beside a new set
-// (pre/in/post) it reports a replayed set, which writes nothing
+// diagnosis in docs/BENCHMARKS.md ("Module ABI"). A new set (pre/in/post)
+// alternates, as in BenchmarkRatioSecretsSet, with the native
+// seal-and-put of the same request on a vault of its own (native-put).
+// It also reports a replayed set, which writes nothing
 // (replay-pre/replay-post), a receipt (receipt-pre/receipt-post) and a
 // set the module refuses before any host call (refused: the whole
 // invocation). The audit log is discarded.
@@ -30,15 +32,19 @@ import (
 //	go test -run '^$' -bench BenchmarkSetPhases -benchtime 1000x ./plugins/secrets/
 func BenchmarkSetPhases(b *testing.B) {
 	root := b.TempDir()
-	keyFile := filepath.Join(root, "master.key")
-	if err := vault.GenerateKeyFile(keyFile); err != nil {
-		b.Fatal(err)
+	open := func(dir string) *vault.Vault {
+		keyFile := filepath.Join(root, dir+".key")
+		if err := vault.GenerateKeyFile(keyFile); err != nil {
+			b.Fatal(err)
+		}
+		v, err := vault.New(vault.Config{Dir: filepath.Join(root, dir), KeyFile: keyFile})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { v.Close() })
+		return v
 	}
-	v, err := vault.New(vault.Config{Dir: filepath.Join(root, "state"), KeyFile: keyFile})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { v.Close() })
+	v, nv := open("state"), open("native")
 	var tin, tout time.Time
 	tbl := v.Table()
 	for i := range tbl {
@@ -54,7 +60,8 @@ func BenchmarkSetPhases(b *testing.B) {
 	ctx := context.Background()
 	// run invokes method b.N times with args(i) and returns the p50s of
 	// the time before the host call, after it, in it and in total.
-	run := func(method string, args func(int) string, wantErr bool) (pre, post, in, total time.Duration) {
+	// native, when not nil, runs after each invocation.
+	run := func(method string, args func(int) string, wantErr bool, native func(i int)) (pre, post, in, total time.Duration) {
 		var dp, dq, di, dt []time.Duration
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
@@ -65,6 +72,9 @@ func BenchmarkSetPhases(b *testing.B) {
 				b.Fatalf("%s: %v", method, perr)
 			}
 			dp, dq, di, dt = append(dp, tin.Sub(t0)), append(dq, t3.Sub(tout)), append(di, tout.Sub(tin)), append(dt, t3.Sub(t0))
+			if native != nil {
+				native(i)
+			}
 		}
 		return hosttest.P50(dp), hosttest.P50(dq), hosttest.P50(di), hosttest.P50(dt)
 	}
@@ -72,17 +82,27 @@ func BenchmarkSetPhases(b *testing.B) {
 		return `{"nodeId":"node-id","name":" ` + name + ` ","value":"0123456789abcdef0123456789abcdef","operationId":"` + op + `"}`
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	var nat []time.Duration
+	native := func(i int) {
+		rec := &vault.Record{Key: "op/node-id/op-" + itoa(i), Value: "applied", MaxPerName: protocol.SecretReceiptsPerName}
+		t0 := time.Now()
+		if _, perr := nv.Put(vault.PutRequest{Family: "secrets", Name: "bench/" + itoa(i), Value: []byte("0123456789abcdef0123456789abcdef"), Record: rec}); perr != nil {
+			b.Fatal(perr)
+		}
+		nat = append(nat, time.Since(t0))
+	}
 	b.ResetTimer()
-	pre, post, in, _ := run(protocol.MethodSecretsSet, func(i int) string { return set("bench/"+itoa(i), "op-"+itoa(i)) }, false)
+	pre, post, in, _ := run(protocol.MethodSecretsSet, func(i int) string { return set("bench/"+itoa(i), "op-"+itoa(i)) }, false, native)
+	b.ReportMetric(us(hosttest.P50(nat)), "native-put-µs")
 	b.ReportMetric(us(pre), "pre-µs")
 	b.ReportMetric(us(in), "in-µs")
 	b.ReportMetric(us(post), "post-µs")
-	pre, post, _, _ = run(protocol.MethodSecretsSet, func(int) string { return set("bench/0", "op-0") }, false)
+	pre, post, _, _ = run(protocol.MethodSecretsSet, func(int) string { return set("bench/0", "op-0") }, false, nil)
 	b.ReportMetric(us(pre), "replay-pre-µs")
 	b.ReportMetric(us(post), "replay-post-µs")
-	pre, post, _, _ = run(protocol.MethodSecretsReceipt, func(i int) string { return `{"nodeId":"node-id","operationId":"op-` + itoa(i) + `"}` }, false)
+	pre, post, _, _ = run(protocol.MethodSecretsReceipt, func(i int) string { return `{"nodeId":"node-id","operationId":"op-` + itoa(i) + `"}` }, false, nil)
 	b.ReportMetric(us(pre), "receipt-pre-µs")
 	b.ReportMetric(us(post), "receipt-post-µs")
-	_, _, _, total := run(protocol.MethodSecretsSet, func(i int) string { return set("lemon_bot/invocations/"+itoa(i), "op-"+itoa(i)) }, true)
+	_, _, _, total := run(protocol.MethodSecretsSet, func(i int) string { return set("lemon_bot/invocations/"+itoa(i), "op-"+itoa(i)) }, true, nil)
 	b.ReportMetric(us(total), "refused-µs")
 }
