@@ -588,8 +588,10 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 		seen |= 1 << idx
 		next = idx + 1
 		f := &p.fields[idx]
-		fp := unsafe.Add(q, f.off)
-		if !f.direct {
+		var fp unsafe.Pointer
+		if f.direct {
+			fp = unsafe.Add(q, f.off)
+		} else {
 			fp = f.alloc(q)
 		}
 		switch f.kind {
