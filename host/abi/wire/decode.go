@@ -588,7 +588,12 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 		seen |= 1 << idx
 		next = idx + 1
 		f := &p.fields[idx]
-		fp := f.alloc(q)
+		var fp unsafe.Pointer
+		if f.direct {
+			fp = unsafe.Add(q, f.off)
+		} else {
+			fp = f.alloc(q)
+		}
 		switch f.kind {
 		case kString:
 			if d.i < len(d.in) && d.in[d.i] == '"' {

@@ -591,6 +591,9 @@ func (p *plan) collect(t reflect.Type, hops []hop, depth int) bool {
 			f.off += x.off
 			f.direct = f.direct && !x.ptr
 		}
+		if !f.direct {
+			f.off = 0 // only hops reach it (field.at, field.alloc)
+		}
 		p.fields = append(p.fields, f)
 	}
 	return true
