@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"reflect"
@@ -14,7 +13,8 @@ import (
 )
 
 // DecodeParams decodes params strictly into v, a pointer to a struct:
-// protocol.DecodeParams's result and errors, fast. Input the fast path
+// protocol.DecodeParams's result and errors, fast. After an error v may
+// hold part of the input (as after a type error of encoding/json). Input the fast path
 // does not take as plain (see the package doc) goes to
 // protocol.DecodeParams itself, so every error code and message is its.
 func DecodeParams(params []byte, v any) *protocol.Error {
@@ -27,7 +27,7 @@ func DecodeParams(params []byte, v any) *protocol.Error {
 	if !p.decOK || q == nil {
 		return protocol.DecodeParams(params, v)
 	}
-	d := decoder{in: params}
+	d := newDecoder(params)
 	d.space()
 	if d.i == len(d.in) {
 		return nil // missing params decode as {}
@@ -35,17 +35,14 @@ func DecodeParams(params []byte, v any) *protocol.Error {
 	if d.in[d.i] != '{' {
 		return protocol.DecodeParams(params, v)
 	}
-	// Decode into a scratch copy, so a fallback sees v untouched.
-	scratch := reflect.New(t.Elem())
-	scratch.Elem().Set(reflect.ValueOf(v).Elem())
-	if !p.dec(&d, scratch.UnsafePointer()) {
+	// Decoded in place: when the fast path gives up half way, the slow
+	// path decodes the whole input again over it, and every field the
+	// fast path set is one the input holds, so the slow path sets it too
+	// (to the same value when it succeeds; after an error v is
+	// unspecified, as with encoding/json).
+	if !p.dec(d, q) || !d.end() {
 		return protocol.DecodeParams(params, v)
 	}
-	d.space()
-	if d.i != len(d.in) {
-		return protocol.DecodeParams(params, v)
-	}
-	reflect.ValueOf(v).Elem().Set(scratch.Elem())
 	return nil
 }
 
@@ -75,14 +72,11 @@ func Unmarshal(data []byte, v any) error {
 		return json.Unmarshal(data, v)
 	}
 	if t.Elem().Kind() == reflect.Struct {
-		scratch := reflect.New(t.Elem())
-		scratch.Elem().Set(reflect.ValueOf(v).Elem())
-		d := decoder{in: data}
-		if p.dec(&d, scratch.UnsafePointer()) && d.end() {
-			reflect.ValueOf(v).Elem().Set(scratch.Elem())
+		// In place, as DecodeParams.
+		d := newDecoder(data)
+		if p.dec(d, q) && d.end() {
 			return nil
 		}
-		return json.Unmarshal(data, v)
 	}
 	return json.Unmarshal(data, v)
 }
@@ -95,6 +89,13 @@ type decoder struct {
 }
 
 func (d *decoder) space() {
+	if d.i < len(d.in) && d.in[d.i] > ' ' {
+		return
+	}
+	d.spaceSlow()
+}
+
+func (d *decoder) spaceSlow() {
 	for d.i < len(d.in) {
 		switch d.in[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -142,43 +143,93 @@ func (d *decoder) number() ([]byte, bool) {
 	return lit, true
 }
 
-// integer reads an integer literal that fits in a signed int of bits.
+// integer reads an integer literal (-?(0|[1-9][0-9]*), no fraction or
+// exponent) that fits in a signed int of bits.
 func (d *decoder) integer(bits int) (int64, bool) {
-	lit, ok := d.number()
-	if !ok || bytes.IndexAny(lit, ".eE") >= 0 {
+	d.space()
+	neg := d.i < len(d.in) && d.in[d.i] == '-'
+	if neg {
+		d.i++
+	}
+	u, ok := d.digits()
+	if !ok {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(lit), 10, bits)
-	return n, err == nil
+	limit := uint64(1) << (bits - 1) // |min|; max is limit-1
+	if neg {
+		if u > limit {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u >= limit {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 func (d *decoder) unsigned(bits int) (uint64, bool) {
-	lit, ok := d.number()
-	if !ok || lit[0] == '-' || bytes.IndexAny(lit, ".eE") >= 0 {
+	d.space()
+	u, ok := d.digits()
+	if !ok || bits < 64 && u >= 1<<bits {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(string(lit), 10, bits)
-	return n, err == nil
+	return u, true
+}
+
+// digits reads 0 or [1-9][0-9]* not followed by a fraction or exponent,
+// up to 2^64-1.
+func (d *decoder) digits() (uint64, bool) {
+	i := d.i
+	if i >= len(d.in) || d.in[i] < '0' || d.in[i] > '9' {
+		return 0, false
+	}
+	var u uint64
+	if d.in[i] == '0' {
+		i++
+	} else {
+		// Eight digits at a time while they last (SWAR), then one by one.
+		if i+8 <= len(d.in) {
+			x := *(*uint64)(unsafe.Pointer(&d.in[i]))
+			if x&0xF0F0F0F0F0F0F0F0 == 0x3030303030303030 && (x+0x0606060606060606)&0xF0F0F0F0F0F0F0F0 == 0x3030303030303030 {
+				x -= 0x3030303030303030
+				x = x*10 + x>>8
+				x = ((x&0x000000FF000000FF)*(100+(1000000<<32)) + (x>>16&0x000000FF000000FF)*(1+(10000<<32))) >> 32
+				u = x
+				i += 8
+			}
+		}
+		for i < len(d.in) && d.in[i] >= '0' && d.in[i] <= '9' {
+			c := uint64(d.in[i] - '0')
+			if u > (1<<64-1-c)/10 {
+				return 0, false
+			}
+			u = u*10 + c
+			i++
+		}
+	}
+	if i < len(d.in) && (d.in[i] == '.' || d.in[i] == 'e' || d.in[i] == 'E' || d.in[i] >= '0' && d.in[i] <= '9') {
+		return 0, false
+	}
+	d.i = i
+	return u, true
 }
 
 // rawString returns the bytes between the quotes of the next string when
 // it holds no escape and only printable ASCII (the usual key), else ok is
 // false and nothing is consumed.
 func (d *decoder) rawString() ([]byte, bool) {
-	d.space()
+	if d.i >= len(d.in) || d.in[d.i] != '"' {
+		d.space()
+	}
 	if d.i >= len(d.in) || d.in[d.i] != '"' {
 		return nil, false
 	}
-	for j := d.i + 1; j < len(d.in); j++ {
-		c := d.in[j]
-		if c == '"' {
-			s := d.in[d.i+1 : j]
-			d.i = j + 1
-			return s, true
-		}
-		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			return nil, false
-		}
+	j := plainPrefix(d.in, d.i+1)
+	if j < len(d.in) && d.in[j] == '"' {
+		s := d.in[d.i+1 : j]
+		d.i = j + 1
+		return s, true
 	}
 	return nil, false
 }
@@ -187,6 +238,12 @@ func (d *decoder) rawString() ([]byte, bool) {
 // surrogate escape refused (both would be U+FFFD in encoding/json).
 func (d *decoder) str() (string, bool) {
 	b, ok := d.strBytes(nil)
+	if aliasStrings {
+		if len(b) == 0 {
+			return "", ok
+		}
+		return unsafe.String(&b[0], len(b)), ok
+	}
 	return string(b), ok
 }
 
@@ -195,8 +252,12 @@ func (d *decoder) strBytes(buf []byte) ([]byte, bool) {
 	if d.i >= len(d.in) || d.in[d.i] != '"' {
 		return nil, false
 	}
-	j := d.i + 1
-	start := j
+	start := d.i + 1
+	j := plainPrefix(d.in, start)
+	if j < len(d.in) && d.in[j] == '"' {
+		d.i = j + 1
+		return d.in[start:j], true
+	}
 	plain := true
 	for j < len(d.in) {
 		c := d.in[j]
@@ -259,7 +320,7 @@ func (d *decoder) strBytes(buf []byte) ([]byte, bool) {
 			}
 			start = j
 		case c < utf8.RuneSelf:
-			j++
+			j = plainPrefix(d.in, j+1)
 		default:
 			r, size := utf8.DecodeRune(d.in[j:])
 			if r == utf8.RuneError && size == 1 {
@@ -378,8 +439,11 @@ func decFloat32(d *decoder, p unsafe.Pointer) bool {
 		return false
 	}
 	f, err := strconv.ParseFloat(string(lit), 32)
+	if err != nil {
+		return false
+	}
 	*(*float32)(p) = float32(f)
-	return err == nil
+	return true
 }
 
 func decFloat64(d *decoder, p unsafe.Pointer) bool {
@@ -391,8 +455,11 @@ func decFloat64(d *decoder, p unsafe.Pointer) bool {
 		return false
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return false
+	}
 	*(*float64)(p) = f
-	return err == nil
+	return true
 }
 
 func decBytes(d *decoder, p unsafe.Pointer) bool {
@@ -479,19 +546,130 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 		return false
 	}
 	var seen uint64
+	next := 0 // keys usually come in field order: try that one first
 	for {
-		k, ok := d.rawString()
-		if !ok {
-			return false
+		idx := -1
+		// The expected next member's `"name":` is matched in one go (two
+		// word compares); otherwise the key is read and looked up.
+		if next < len(p.fields) {
+			if f := &p.fields[next]; f.keyFirst8 != 0 && d.i+16 <= len(d.in) {
+				n := len(f.key)
+				w := *(*uint64)(unsafe.Pointer(&d.in[d.i]))
+				if n < 8 {
+					w &= 1<<(8*uint(n)) - 1
+				}
+				if w == f.keyFirst8 && (n < 8 || *(*uint64)(unsafe.Pointer(&d.in[d.i+n-8])) == f.keyLast8) {
+					idx = next
+					d.i += n
+				}
+			}
 		}
-		idx, ok := p.byName[string(k)]
-		if !ok || seen&(1<<idx) != 0 || !d.consume(':') {
+		if idx < 0 {
+			k, ok := d.rawString()
+			if !ok {
+				return false
+			}
+			if next < len(p.fields) && d.keyIs(k, &p.fields[next]) {
+				idx = next
+			} else if idx, ok = p.byName[string(k)]; !ok {
+				return false
+			}
+			// The common layout (no space) is checked inline: a call
+			// costs more than the check in a guest.
+			if d.i < len(d.in) && d.in[d.i] == ':' {
+				d.i++
+			} else if !d.consume(':') {
+				return false
+			}
+		}
+		if seen&(1<<idx) != 0 {
 			return false
 		}
 		seen |= 1 << idx
+		next = idx + 1
 		f := &p.fields[idx]
-		if !f.p.dec(d, f.alloc(q)) {
-			return false
+		var fp unsafe.Pointer
+		if f.direct {
+			fp = unsafe.Add(q, f.off)
+		} else {
+			fp = f.alloc(q)
+		}
+		switch f.kind {
+		case kString:
+			if d.i < len(d.in) && d.in[d.i] == '"' {
+				if j := plainPrefix(d.in, d.i+1); j < len(d.in) && d.in[j] == '"' {
+					v := d.in[d.i+1 : j]
+					d.i = j + 1
+					switch {
+					case len(v) == 0:
+						*(*string)(fp) = ""
+					case aliasStrings:
+						*(*string)(fp) = unsafe.String(&v[0], len(v))
+					default:
+						*(*string)(fp) = string(v)
+					}
+					break
+				}
+			}
+			if !decString(d, fp) {
+				return false
+			}
+		case kBool:
+			if !decBool(d, fp) {
+				return false
+			}
+		case kInt, kInt64:
+			if d.i < len(d.in) && d.in[d.i]-'0' < 10 {
+				n, ok := d.digits() // a non-negative literal, the usual case
+				if !ok || n > 1<<63-1 {
+					return false
+				}
+				*(*int64)(fp) = int64(n)
+			} else if !d.null() {
+				n, ok := d.integer(64)
+				if !ok {
+					return false
+				}
+				*(*int64)(fp) = n
+			}
+		case kInt32:
+			if !d.null() {
+				n, ok := d.integer(32)
+				if !ok {
+					return false
+				}
+				*(*int32)(fp) = int32(n)
+			}
+		case kUint32:
+			if !d.null() {
+				n, ok := d.unsigned(32)
+				if !ok {
+					return false
+				}
+				*(*uint32)(fp) = uint32(n)
+			}
+		case kUint64:
+			if d.i < len(d.in) && d.in[d.i]-'0' < 10 {
+				n, ok := d.digits()
+				if !ok {
+					return false
+				}
+				*(*uint64)(fp) = n
+			} else if !d.null() {
+				n, ok := d.unsigned(64)
+				if !ok {
+					return false
+				}
+				*(*uint64)(fp) = n
+			}
+		default:
+			if !f.p.dec(d, fp) {
+				return false
+			}
+		}
+		if d.i < len(d.in) && d.in[d.i] == ',' {
+			d.i++
+			continue
 		}
 		if d.consume('}') {
 			return true
@@ -500,4 +678,21 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 			return false
 		}
 	}
+}
+
+// keyIs reports whether key k (a slice of d.in just read) is f's name,
+// comparing words rather than bytes when the input has room to load them.
+func (d *decoder) keyIs(k []byte, f *field) bool {
+	n := len(k)
+	if n != len(f.name) {
+		return false
+	}
+	if n == 0 || n > 16 || cap(k) < 8 {
+		return string(k) == f.name
+	}
+	w := *(*uint64)(unsafe.Pointer(&k[0])) // k's capacity reaches into d.in
+	if n < 8 {
+		return w&(1<<(8*uint(n))-1) == f.first8
+	}
+	return w == f.first8 && *(*uint64)(unsafe.Pointer(&k[n-8])) == f.last8
 }

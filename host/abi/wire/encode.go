@@ -24,25 +24,27 @@ func Append(b []byte, v any) ([]byte, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		return encRaw(b, unsafe.Pointer(&raw))
 	}
-	t := reflect.TypeOf(v)
-	if t.Kind() == reflect.Pointer {
-		p := planFor(t.Elem())
-		if !p.encOK {
-			return appendMarshal(b, v)
-		}
-		q := reflect.ValueOf(v).UnsafePointer()
-		if q == nil {
-			return append(b, "null"...), nil
-		}
-		return p.enc(b, q)
-	}
-	p := planFor(t)
+	p := planFor(reflect.TypeOf(v))
 	if !p.encOK {
 		return appendMarshal(b, v)
 	}
-	c := reflect.New(t)
-	c.Elem().Set(reflect.ValueOf(v))
-	return p.enc(b, c.UnsafePointer())
+	// The interface's data word is the value (pointer-shaped types) or
+	// points to it; the encoder only reads it.
+	data := (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1]
+	if !p.directIface {
+		return p.enc(b, data)
+	}
+	if p.t.Kind() == reflect.Pointer {
+		// The word is the pointer: encode what it points to (taking the
+		// word's address would move it to the heap).
+		if data == nil {
+			return append(b, "null"...), nil
+		}
+		return planFor(p.t.Elem()).enc(b, data)
+	}
+	// A map or one-pointer struct: the word needs a home of its own.
+	word := data
+	return p.enc(b, unsafe.Pointer(&word))
 }
 
 // appendMarshal is the encoding/json path, for what the plan does not
@@ -88,7 +90,7 @@ func (p *plan) intPlan(t reflect.Type) {
 	default:
 		get, bits = func(q unsafe.Pointer) int64 { return *(*int64)(q) }, 64
 	}
-	p.enc = func(b []byte, q unsafe.Pointer) ([]byte, error) { return strconv.AppendInt(b, get(q), 10), nil }
+	p.enc = func(b []byte, q unsafe.Pointer) ([]byte, error) { return appendInt(b, get(q)), nil }
 	p.empty = func(q unsafe.Pointer) bool { return get(q) == 0 }
 	p.dec = func(d *decoder, q unsafe.Pointer) bool {
 		if d.null() {
@@ -139,7 +141,7 @@ func (p *plan) uintPlan(t reflect.Type) {
 	default:
 		get, bits = func(q unsafe.Pointer) uint64 { return *(*uint64)(q) }, 64
 	}
-	p.enc = func(b []byte, q unsafe.Pointer) ([]byte, error) { return strconv.AppendUint(b, get(q), 10), nil }
+	p.enc = func(b []byte, q unsafe.Pointer) ([]byte, error) { return appendUint(b, get(q)), nil }
 	p.empty = func(q unsafe.Pointer) bool { return get(q) == 0 }
 	size := t.Size()
 	p.dec = func(d *decoder, q unsafe.Pointer) bool {
@@ -252,18 +254,80 @@ func (p *plan) encStruct(b []byte, q unsafe.Pointer) ([]byte, error) {
 	var err error
 	for i := range p.fields {
 		f := &p.fields[i]
-		fp := f.at(q)
-		if fp == nil || f.omitEmpty && f.p.empty(fp) {
+		fp := q
+		if f.direct {
+			fp = unsafe.Add(q, f.off)
+		} else if fp = f.at(q); fp == nil {
 			continue
 		}
-		if !first {
-			b = append(b, ',')
+		switch f.kind {
+		case kString:
+			s := *(*string)(fp)
+			if f.omitEmpty && len(s) == 0 {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			b = append(b, f.key...)
+			b = appendString(b, s)
+		case kBool:
+			v := *(*bool)(fp)
+			if f.omitEmpty && !v {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			b = append(b, f.key...)
+			if v {
+				b = append(b, "true"...)
+			} else {
+				b = append(b, "false"...)
+			}
+		case kInt, kInt64, kInt32:
+			var v int64
+			if f.kind == kInt32 {
+				v = int64(*(*int32)(fp))
+			} else {
+				v = *(*int64)(fp)
+			}
+			if f.omitEmpty && v == 0 {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			b = append(b, f.key...)
+			b = appendInt(b, v)
+		case kUint32, kUint64:
+			var v uint64
+			if f.kind == kUint32 {
+				v = uint64(*(*uint32)(fp))
+			} else {
+				v = *(*uint64)(fp)
+			}
+			if f.omitEmpty && v == 0 {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			b = append(b, f.key...)
+			b = appendUint(b, v)
+		default:
+			if f.omitEmpty && f.p.empty(fp) {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			b = append(b, f.key...)
+			if b, err = f.p.enc(b, fp); err != nil {
+				return b, err
+			}
 		}
 		first = false
-		b = append(b, f.key...)
-		if b, err = f.p.enc(b, fp); err != nil {
-			return b, err
-		}
 	}
 	return append(b, '}'), nil
 }
@@ -275,12 +339,17 @@ const hexDigits = "0123456789abcdef"
 // escaped, invalid UTF-8 as \ufffd.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	i := safePrefix(s, 0)
+	if i == len(s) {
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if htmlSafe[c] {
-				i++
+				i = safePrefix(s, i+1)
 				continue
 			}
 			b = append(b, s[start:i]...)

@@ -43,6 +43,7 @@ func init() {
 			{Name: "test.writefail", Version: 1, Capability: "write"},
 			{Name: "test.writewrite", Version: 1, Capability: "write"},
 			{Name: "test.small", Version: 1, Capability: "hostinfo", Retry: protocol.RetryRead},
+			{Name: "test.nop", Version: 1, Capability: "hostinfo", Retry: protocol.RetryRead},
 		},
 	}, map[string]sdk.Handler{
 		"test.ping":       ping,
@@ -57,6 +58,7 @@ func init() {
 		"test.writefail":  writeFail,
 		"test.writewrite": writeWrite,
 		"test.small":      small,
+		"test.nop":        func(*sdk.Request) (*sdk.Result, error) { return &sdk.Result{}, nil },
 	})
 }
 
