@@ -15,8 +15,6 @@ import (
 var payloadShapeAllowlist = map[string]bool{
 	// fs read side (i-fsread): replaced by handle primitives.
 	"fs.list": true, "fs.stat": true, "fs.read": true,
-	// vault receipts (i-sec).
-	"vault.set": true, "vault.delete": true, "vault.list": true, "vault.receipt": true,
 }
 
 // protocolTypes returns the named lemon/protocol types reachable from t
