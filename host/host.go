@@ -510,8 +510,10 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 		return nil, err
 	}
 	mod.methodSpecs = map[string]MethodSpec{}
+	mod.noContextCaps = map[string]map[string]bool{}
 	for _, ms := range man.Methods {
 		mod.methodSpecs[ms.Name] = ms
+		mod.noContextCaps[ms.Name] = h.gate.effectiveCaps(man.Capabilities, nil, false, methodCaps(ms))
 	}
 	mod.pool.addIdle(inst)
 	return mod, nil

@@ -78,6 +78,9 @@ func (inv *invocation) PutBlob(b []byte) uint32 {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.nextBlob++
+	if inv.blobs == nil {
+		inv.blobs = map[uint32][]byte{} // most invocations make no blob
+	}
 	inv.blobs[inv.nextBlob] = b
 	return inv.nextBlob
 }
@@ -131,6 +134,9 @@ func (inv *invocation) Await(done <-chan struct{}) uint32 {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.nextWait++
+	if inv.awaits == nil {
+		inv.awaits = map[uint32]<-chan struct{}{}
+	}
 	inv.awaits[inv.nextWait] = done
 	return inv.nextWait
 }
@@ -194,9 +200,7 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 		outcome:        req.Outcome,
 		readOnly:       bound.auth.ReadOnly,
 		readOnlyMethod: spec.Retry == protocol.RetryRead,
-		caps:           h.gate.effectiveCaps(mod.manifest.Capabilities, bound.caps, bound.present, methodCaps(spec)),
-		blobs:          map[uint32][]byte{},
-		awaits:         map[uint32]<-chan struct{}{},
+		caps:           mod.effectiveCaps(req.Method, bound),
 	}
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
 		return nil, perr

@@ -26,7 +26,23 @@ type Module struct {
 	family      string
 	sha256      string
 	methodSpecs map[string]MethodSpec
-	pool        *pool
+	// noContextCaps are each method's effective capabilities for a request
+	// without an execution context (they depend on nothing else), computed
+	// once at load instead of per request.
+	noContextCaps map[string]map[string]bool
+	pool          *pool
+}
+
+// effectiveCaps returns the capabilities a request for method may use:
+// precomputed without a context, else manifest ∩ ceiling ∩ context ∩
+// method (Gate.effectiveCaps). The map is read-only.
+func (m *Module) effectiveCaps(method string, bound boundContext) map[string]bool {
+	if !bound.present {
+		if caps, ok := m.noContextCaps[method]; ok {
+			return caps
+		}
+	}
+	return m.host.gate.effectiveCaps(m.manifest.Capabilities, bound.caps, bound.present, methodCaps(m.methodSpecs[method]))
 }
 
 // Manifest returns what the module declared.

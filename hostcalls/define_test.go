@@ -45,14 +45,14 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 		t.Fatalf("fn error = %v", err)
 	}
 	// Empty args: the guest sends {}; null and nothing decode the same.
-	none := hostcalls.Define(contract.VaultList, hostcalls.CapSecrets, hostcalls.AuditRead,
-		func(context.Context, hostcalls.Call, contract.Empty) (contract.VaultListResult, error) {
-			return contract.VaultListResult{Names: []string{}}, nil
+	none := hostcalls.Define(contract.ConfigGetCall, hostcalls.CapNone, hostcalls.AuditRead,
+		func(context.Context, hostcalls.Call, contract.Empty) (contract.Settings, error) {
+			return contract.Settings{Settings: map[string]any{"n": 7}}, nil
 		})
 	for _, args := range []string{`{}`, ``, `null`} {
 		out, err := none.Func(context.Background(), nil, []byte(args))
-		var r contract.VaultListResult
-		if err != nil || json.Unmarshal(out, &r) != nil || r.Names == nil {
+		var r contract.Settings
+		if err != nil || json.Unmarshal(out, &r) != nil || r.Settings["n"] != 7.0 {
 			t.Fatalf("args %q: %s, %v", args, out, err)
 		}
 	}

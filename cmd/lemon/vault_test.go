@@ -34,8 +34,11 @@ func TestVaultCLIRotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := "op-1"
-	if _, perr := v.Set(vault.SetRequest{NodeID: "n1", Name: "CANARY-CLI-NAME", Value: []byte("CANARY-CLI-VALUE"), OperationID: &op}); perr != nil {
+	// The secrets module's receipt of operation op-1 of node n1: a record
+	// written with the put (docs/SECRETS.md, "Receipts").
+	receiptKey := vault.LegacyReceiptKey("n1", "op-1")
+	if _, perr := v.Put(vault.PutRequest{Family: "secrets", Name: "CANARY-CLI-NAME", Value: []byte("CANARY-CLI-VALUE"),
+		Record: &vault.Record{Key: receiptKey, Value: "applied"}}); perr != nil {
 		t.Fatal(perr)
 	}
 	// While the node holds the vault, the CLI refuses.
@@ -70,7 +73,7 @@ func TestVaultCLIRotate(t *testing.T) {
 	if b, perr := v.Resolve("CANARY-CLI-NAME"); perr != nil || string(b) != "CANARY-CLI-VALUE" {
 		t.Fatalf("value after CLI rotation: %v", perr)
 	}
-	if r, _ := v.Receipt("n1", op); r.Status != "applied" || r.CurrentBindingMatches {
+	if r, _ := v.Record("secrets", receiptKey); !r.Found || r.Live && r.Revision == r.CurrentRevision {
 		t.Fatalf("receipt after CLI rotation: %+v", r)
 	}
 }

@@ -185,6 +185,9 @@ func AppendOK(b []byte, payloadBlob uint32) (out []byte, at int) {
 func EndPayload(b []byte, at int, blobs map[string]uint32) []byte {
 	binary.LittleEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 	b = appendU32(b, uint32(len(blobs)))
+	if len(blobs) == 0 {
+		return b // ranging over even a nil map calls the runtime
+	}
 	for f, id := range blobs {
 		b = appendStr(b, f)
 		b = appendU32(b, id)

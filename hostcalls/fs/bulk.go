@@ -23,7 +23,9 @@ import (
 // connections"): fs.send and fs.receive stream one file over a data
 // connection the node dials to its controller, with the same resolution,
 // confinement and gate (capability, rate limit, audit) as every other fs
-// host call. The bytes never enter the guest.
+// host call. The bytes never enter the guest. They are primitives: the fs
+// module maps the methods' params to their args, decides what a put
+// expects of the final name and shapes the payloads (plugins/fs/transfer.go).
 
 var (
 	sendErrors = append(readErrors[:len(readErrors):len(readErrors)],
@@ -31,8 +33,11 @@ var (
 		hostcalls.Err(protocol.FSError(protocol.DomainSizeChanged), "the file changed while it was read"),
 		hostcalls.Err(protocol.FSError(protocol.DomainTransferInterrupted), "the data connection failed or ended early"),
 		hostcalls.Err(errFileLimit, "a file is larger than the execution context's max_file_bytes"))
-	receiveErrors = append(writeErrors[:len(writeErrors):len(writeErrors)],
-		hostcalls.Err(protocol.FSError(protocol.DomainAlreadyExists), "path exists and neither overwrite nor expectedModifiedAtMs allows replacing it"),
+	receiveErrors = append(statErrors[:len(statErrors):len(statErrors)],
+		hostcalls.Err(errFileLimit, "size is more than the execution context's max_file_bytes"),
+		hostcalls.Err(protocol.InvalidParams("expect", ""), "expect.absent with replace; an mtime or an identity without replace, with absent or on a tree"),
+		hostcalls.Err(protocol.FSError(protocol.DomainNotRegularFile), "path is not a regular file"),
+		errPreconditionSpec("the entry at path is not what replace and expect allow (details.field absent, present, mtime or identity): before any byte moves, or at the rename with mutationMayHaveApplied (the part file)"),
 		hostcalls.Err(protocol.FSError(protocol.DomainChecksumMismatch), "the bytes received do not have the sender's sha256; the part file is removed"),
 		hostcalls.Err(protocol.FSError(protocol.DomainTransferInterrupted), "the data connection failed or ended early; the part file is kept for resume"))
 )
@@ -95,12 +100,12 @@ func hashPrefix(fd int, n int64, h io.Writer, buf []byte) error {
 // Send implements fs.send: it streams path from offset over the data
 // connection of ticket (a text hello, then binary messages of at most
 // protocol.TransferChunkBytes) and returns the whole file's sha256.
-func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*protocol.FSTransferResult, error) {
+func (f *FS) Send(ctx context.Context, a contract.FSSendArgs) (*contract.FSTransferResult, error) {
 	return f.send(ctx, a, 0)
 }
 
 // send is Send refusing files larger than limit bytes (0: no limit).
-func (f *FS) send(ctx context.Context, a contract.FSSendArgs, limit int64) (*protocol.FSTransferResult, error) {
+func (f *FS) send(ctx context.Context, a contract.FSSendArgs, limit int64) (*contract.FSTransferResult, error) {
 	if a.Offset < 0 || a.Offset > protocol.FSMaxOffset {
 		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
 	}
@@ -184,7 +189,7 @@ func (f *FS) send(ctx context.Context, a contract.FSSendArgs, limit int64) (*pro
 		return nil, protocol.FSError(protocol.DomainSizeChanged)
 	}
 	closeData(conn)
-	return &protocol.FSTransferResult{Path: t.path(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil)),
+	return &contract.FSTransferResult{Path: t.path(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil)),
 		Mode: st.Mode & 0o7777, MtimeMs: mtimeMs(st), Offset: a.Offset}, nil
 }
 
@@ -220,10 +225,10 @@ func readText(conn *websocket.Conn, v any) error {
 // Receive implements fs.receive: it writes Size bytes from the data
 // connection into the part file beside path (PartName), checks their
 // sha256 against the sender's, gives the file its mode and mtime and moves
-// it into place under the compare-and-swap rule of node.fs.write and
-// node.fs.move. Until that rename nothing exists at path; an interrupted
+// it into place if the entry there is what a.Replace and a.Expect allow
+// (commitPart). Until that rename nothing exists at path; an interrupted
 // put leaves only the part file, which Resume continues.
-func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*protocol.FSTransferResult, error) {
+func (f *FS) Receive(ctx context.Context, a contract.FSReceiveArgs) (*contract.FSTransferResult, error) {
 	return f.receive(ctx, a, 0)
 }
 
@@ -238,7 +243,7 @@ func msTimespec(m int64) unix.Timespec {
 }
 
 // receive is Receive refusing files larger than limit bytes (0: no limit).
-func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*protocol.FSTransferResult, error) {
+func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*contract.FSTransferResult, error) {
 	if a.Tree {
 		return f.receiveTree(ctx, a, limit)
 	}
@@ -252,17 +257,19 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 		return nil, protocol.InvalidParams("mode", "mode must be permission bits, 0 to 0o1777 (no setuid or setgid)")
 	case !protocol.ValidMtimeMs(a.MtimeMs):
 		return nil, protocol.InvalidParams("mtimeMs", "mtimeMs must be an integer from -9007199254740991 to 9007199254740991")
-	case a.ExpectedModifiedAtMs < 0 || a.ExpectedModifiedAtMs > protocol.FSMaxOffset:
-		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs must be an integer from 0 to 9007199254740991")
 	case !protocol.ValidTransferSecret(a.DataTicket):
 		return nil, protocol.InvalidParams("dataTicket", "dataTicket must be 64 lowercase hex digits")
 	}
+	if err := checkReceiveExpect(a); err != nil {
+		return nil, err
+	}
+	existing := expects(a.Expect)
 	leave, err := f.enter()
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	t, err := f.resolve(a.Path, walkOpts{followFinal: true, mkdirs: a.Mkdirs && a.ExpectedModifiedAtMs == 0})
+	t, err := f.resolve(a.Path, walkOpts{followFinal: true, mkdirs: a.Mkdirs && !existing})
 	if err != nil {
 		return nil, err
 	}
@@ -270,11 +277,13 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 	if t.isRoot || t.exists && !isReg(&t.st) {
 		return nil, errNotRegular()
 	}
-	if t.exists && !a.Overwrite && a.ExpectedModifiedAtMs == 0 {
-		return nil, protocol.FSError(protocol.DomainAlreadyExists)
+	// The early check, before any byte moves; commitPart compares again
+	// at the rename.
+	if t.exists && !a.Replace {
+		return nil, errPrecondition(contract.FSFieldAbsent)
 	}
-	if !t.exists && a.ExpectedModifiedAtMs != 0 {
-		return nil, protocol.FSError(protocol.DomainRevisionConflict)
+	if !t.exists && existing {
+		return nil, errPrecondition(contract.FSFieldPresent)
 	}
 	part := PartName(t.name)
 	pfd, err := f.openAt(t.dir, part, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
@@ -382,7 +391,7 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 			return nil, protocol.AsError(mapErrno(err)).WithRetry(true, true)
 		}
 	}
-	if err := f.commitPart(t, part, a); err != nil {
+	if err := f.commitPart(t, part, a.Replace, a.Expect); err != nil {
 		return nil, err
 	}
 	var fin unix.Stat_t
@@ -390,7 +399,7 @@ func (f *FS) receive(ctx context.Context, a contract.FSReceiveArgs, limit int64)
 		return nil, protocol.AsError(mapErrno(err)).WithRetry(false, true)
 	}
 	closeData(conn)
-	return &protocol.FSTransferResult{Path: t.path(), Size: fin.Size, SHA256: sum, Mode: fin.Mode & 0o7777,
+	return &contract.FSTransferResult{Path: t.path(), Size: fin.Size, SHA256: sum, Mode: fin.Mode & 0o7777,
 		MtimeMs: mtimeMs(&fin), Offset: start.Offset}, nil
 }
 
@@ -421,36 +430,57 @@ func pwriteAll(fd int, b []byte, off int64) error {
 	return nil
 }
 
-// commitPart renames the part file to t under the compare-and-swap rule:
-// with ExpectedModifiedAtMs, the file at t must still have that mtime (it
-// is checked and replaced under the path's and the inode's locks, which
-// node.fs.write also takes); else without Overwrite t must not exist
-// (RENAME_NOREPLACE); with Overwrite it is replaced.
-func (f *FS) commitPart(t *target, part string, a contract.FSReceiveArgs) error {
+// checkReceiveExpect refuses contradictory expectations: Absent with
+// Replace, an mtime or identity without Replace or with Absent.
+func checkReceiveExpect(a contract.FSReceiveArgs) error {
+	switch {
+	case a.Expect.Absent && (a.Replace || expects(a.Expect)):
+		return protocol.InvalidParams("expect", "expect.absent excludes replace, an mtime and an identity")
+	case expects(a.Expect) && !a.Replace:
+		return protocol.InvalidParams("expect", "an expected mtime or identity needs replace")
+	}
+	return nil
+}
+
+// commitPart renames the part file to t, comparing what the caller
+// expects atomically with the rename (docs/FS.md, "Transfers"): with an
+// expectation of an existing entry (an mtime range, an identity), the
+// entry at t must still match it, checked and replaced under the path's
+// and the inode's locks, which fs.write_at also takes; else without
+// replace t must not exist (RENAME_NOREPLACE); with replace it is
+// replaced. A refused expectation is precondition_failed; the part file
+// exists, so every error says a mutation may have applied.
+func (f *FS) commitPart(t *target, part string, replace bool, exp contract.FSExpect) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	defer f.locks.lock(t.path())()
 	var flags uint
 	switch {
-	case a.ExpectedModifiedAtMs != 0:
+	case expects(exp):
 		var st unix.Stat_t
 		if err := unix.Fstatat(t.dir, t.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if err == unix.ENOENT {
-				return protocol.FSError(protocol.DomainRevisionConflict).WithRetry(false, true)
+				return errPrecondition(contract.FSFieldPresent).WithRetry(false, true)
 			}
 			return protocol.AsError(mapErrno(err)).WithRetry(true, true)
 		}
 		defer f.locks.lock(inodeKey(st.Dev, st.Ino))()
-		if err := unix.Fstatat(t.dir, t.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || !isReg(&st) || mtimeMs(&st) != a.ExpectedModifiedAtMs {
-			return protocol.FSError(protocol.DomainRevisionConflict).WithRetry(false, true)
+		if err := unix.Fstatat(t.dir, t.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return errPrecondition(contract.FSFieldPresent).WithRetry(false, true)
 		}
-	case !a.Overwrite:
+		if !isReg(&st) {
+			return errPrecondition(contract.FSFieldIdentity).WithRetry(false, true)
+		}
+		if err := checkExpect(exp, &st); err != nil {
+			return protocol.AsError(err).WithRetry(false, true)
+		}
+	case !replace:
 		flags = unix.RENAME_NOREPLACE
 	}
 	if err := unix.Renameat2(t.dir, part, t.dir, t.name, flags); err != nil {
 		switch {
 		case errors.Is(err, unix.EEXIST):
-			return protocol.FSError(protocol.DomainAlreadyExists).WithRetry(false, true)
+			return errPrecondition(contract.FSFieldAbsent).WithRetry(false, true)
 		case flags != 0 && isRenameUnsupported(err):
 			return protocol.FSError(protocol.DomainAtomicMoveUnavailable).WithRetry(false, true)
 		case errors.Is(err, unix.EISDIR):
@@ -463,30 +493,30 @@ func (f *FS) commitPart(t *target, part string, a contract.FSReceiveArgs) error 
 
 // hcSend and hcReceive run on the request's workspace view (FS.For), like
 // every fs host call, and apply its max_file_bytes to each file moved.
-func (fs *FS) hcSend(ctx context.Context, call hostcalls.Call, a contract.FSSendArgs) (protocol.FSTransferResult, error) {
+func (fs *FS) hcSend(ctx context.Context, call hostcalls.Call, a contract.FSSendArgs) (contract.FSTransferResult, error) {
 	f, release, err := fs.For(call)
 	if err != nil {
-		return protocol.FSTransferResult{}, protocol.AsError(err)
+		return contract.FSTransferResult{}, protocol.AsError(err)
 	}
 	defer release()
-	var r *protocol.FSTransferResult
+	var r *contract.FSTransferResult
 	datadial.RunBulk(func() { r, err = f.send(ctx, a, fileLimit(call)) })
 	if err != nil {
-		return protocol.FSTransferResult{}, protocol.AsError(err)
+		return contract.FSTransferResult{}, protocol.AsError(err)
 	}
 	return *r, nil
 }
 
-func (fs *FS) hcReceive(ctx context.Context, call hostcalls.Call, a contract.FSReceiveArgs) (protocol.FSTransferResult, error) {
+func (fs *FS) hcReceive(ctx context.Context, call hostcalls.Call, a contract.FSReceiveArgs) (contract.FSTransferResult, error) {
 	f, release, err := fs.For(call)
 	if err != nil {
-		return protocol.FSTransferResult{}, protocol.AsError(err)
+		return contract.FSTransferResult{}, protocol.AsError(err)
 	}
 	defer release()
-	var r *protocol.FSTransferResult
+	var r *contract.FSTransferResult
 	datadial.RunBulk(func() { r, err = f.receive(ctx, a, fileLimit(call)) })
 	if err != nil {
-		return protocol.FSTransferResult{}, protocol.AsError(err)
+		return contract.FSTransferResult{}, protocol.AsError(err)
 	}
 	return *r, nil
 }

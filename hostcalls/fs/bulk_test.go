@@ -73,7 +73,7 @@ func putScript(data []byte, endSum string, extra []byte) func(ws *websocket.Conn
 
 // TestReceiveChecksPartAndName: a put lands only after its checksum
 // matched; a wrong checksum or extra bytes leave nothing at the name and
-// no part file; an existing name without overwrite is refused before any
+// no part file; an existing name without replace is refused before any
 // byte moves; a path outside the roots is refused.
 func TestReceiveChecksPartAndName(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/exists", file: "old"}}, "root")
@@ -117,8 +117,10 @@ func TestReceiveChecksPartAndName(t *testing.T) {
 		dialled = true
 		return nil, os.ErrClosed
 	})
-	if _, err := e.f.Receive(ctx, args("exists")); protocol.AsError(err).DomainCode() != protocol.DomainAlreadyExists || dialled {
-		t.Errorf("existing name: %v (dialled %v), want already_exists before any data connection", err, dialled)
+	// The module turns this into already_exists (plugins/fs, TestPutExpectationsThroughModule).
+	if _, err := e.f.Receive(ctx, args("exists")); protocol.AsError(err).DomainCode() != contract.FSPreconditionFailed ||
+		protocol.AsError(err).Details.Field != contract.FSFieldAbsent || dialled {
+		t.Errorf("existing name: %v (dialled %v), want precondition_failed (absent) before any data connection", err, dialled)
 	}
 	if _, err := e.f.Receive(ctx, args(filepath.Join(e.tmp, "outside.txt"))); protocol.AsError(err).DomainCode() != protocol.DomainPathNotAllowed || dialled {
 		t.Errorf("outside the roots: %v, want path_not_allowed", err)

@@ -39,7 +39,7 @@ func writeJSON(conn *websocket.Conn, v any) error {
 // contents) and each regular file, in name order. Symlinks and special
 // files are not sent. Descriptors are opened relative to their parent
 // with O_NOFOLLOW, beneath the resolved root.
-func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs, limit int64) (*protocol.FSTransferResult, error) {
+func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs, limit int64) (*contract.FSTransferResult, error) {
 	if a.Offset != 0 {
 		return nil, protocol.InvalidParams("offset", "a tree transfer has no offset")
 	}
@@ -137,7 +137,7 @@ func (f *FS) sendTree(ctx context.Context, a contract.FSSendArgs, limit int64) (
 		return nil, err
 	}
 	closeData(conn)
-	return &protocol.FSTransferResult{Path: t.path(), Size: sent, SHA256: dg.Sum(), Mode: t.st.Mode & 0o7777,
+	return &contract.FSTransferResult{Path: t.path(), Size: sent, SHA256: dg.Sum(), Mode: t.st.Mode & 0o7777,
 		MtimeMs: mtimeMs(&t.st), Files: sentFiles}, nil
 }
 
@@ -232,11 +232,14 @@ func recvBytes(conn *websocket.Conn, fd int, off, size int64, h hash.Hash, buf [
 // receiveTree implements fs.receive with tree: directories are created,
 // each file goes through its part file, is checked against the sender's
 // sha256 and moved into place (replacing an existing file only with
-// overwrite). The first failure ends the transfer; files already moved
+// replace; else precondition_failed, field absent). The first failure ends the transfer; files already moved
 // into place stay (each was verified).
-func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*protocol.FSTransferResult, error) {
-	if a.Size != 0 || a.Mode != 0 || a.MtimeMs != 0 || a.ExpectedModifiedAtMs != 0 || a.Resume {
-		return nil, protocol.InvalidParams("tree", "a tree put takes no size, mode, mtimeMs, expectedModifiedAtMs or resume")
+func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit int64) (*contract.FSTransferResult, error) {
+	if a.Size != 0 || a.Mode != 0 || a.MtimeMs != 0 || a.Resume {
+		return nil, protocol.InvalidParams("tree", "a tree receive takes no size, mode, mtimeMs or resume")
+	}
+	if expects(a.Expect) || a.Expect.Absent && a.Replace {
+		return nil, protocol.InvalidParams("expect", "a tree receive takes no mtime or identity expectation, and expect.absent excludes replace")
 	}
 	if !protocol.ValidTransferSecret(a.DataTicket) {
 		return nil, protocol.InvalidParams("dataTicket", "dataTicket must be 64 lowercase hex digits")
@@ -284,7 +287,7 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit in
 			}
 			continue
 		}
-		sum, err := f.receiveOne(conn, p, e, a.Overwrite, buf)
+		sum, err := f.receiveOne(conn, p, e, a.Replace, buf)
 		if err != nil {
 			return nil, protocol.AsError(err).WithRetry(true, true)
 		}
@@ -293,11 +296,11 @@ func (f *FS) receiveTree(ctx context.Context, a contract.FSReceiveArgs, limit in
 		bytes += e.Size
 	}
 	closeData(conn)
-	return &protocol.FSTransferResult{Path: root.Path, Size: bytes, SHA256: dg.Sum(), Files: files}, nil
+	return &contract.FSTransferResult{Path: root.Path, Size: bytes, SHA256: dg.Sum(), Files: files}, nil
 }
 
 // receiveOne receives one file of a tree put into p.
-func (f *FS) receiveOne(conn *websocket.Conn, p string, e protocol.TransferEntry, overwrite bool, buf []byte) (string, error) {
+func (f *FS) receiveOne(conn *websocket.Conn, p string, e protocol.TransferEntry, replace bool, buf []byte) (string, error) {
 	t, err := f.resolve(p, walkOpts{followFinal: true, mkdirs: true})
 	if err != nil {
 		return "", err
@@ -306,8 +309,8 @@ func (f *FS) receiveOne(conn *websocket.Conn, p string, e protocol.TransferEntry
 	if t.isRoot || t.exists && !isReg(&t.st) {
 		return "", errNotRegular()
 	}
-	if t.exists && !overwrite {
-		return "", protocol.FSError(protocol.DomainAlreadyExists)
+	if t.exists && !replace {
+		return "", errPrecondition(contract.FSFieldAbsent)
 	}
 	part := PartName(t.name)
 	pfd, err := f.openAt(t.dir, part, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_NONBLOCK, 0o600)
@@ -336,7 +339,7 @@ func (f *FS) receiveOne(conn *websocket.Conn, p string, e protocol.TransferEntry
 			return "", mapErrno(err)
 		}
 	}
-	if err := f.commitPart(t, part, contract.FSReceiveArgs{Overwrite: overwrite}); err != nil {
+	if err := f.commitPart(t, part, replace, contract.FSExpect{}); err != nil {
 		return "", err
 	}
 	return sum, nil

@@ -8,7 +8,7 @@ import (
 	"lemon/protocol"
 )
 
-// Payload-building variants of list, stat and delete preview. A guest
+// Payload-building variants of list and stat. A guest
 // module pays about 1 µs per byte of JSON it decodes or encodes: a listing
 // of 500 entries is ~100 KB, and even a stat's ~250 bytes were a quarter
 // of node.fs.stat's time through the module. So these calls build the
@@ -18,7 +18,7 @@ import (
 // docs/ABI.md).
 //
 // The bytes equal what the module produced when it decoded the plain
-// fs.list, fs.stat or fs.delete_preview result, added MIME types and
+// fs.list, or fs.stat result, added MIME types and
 // re-encoded it: Go's encoder writes each invalid UTF-8 byte as \ufffd and
 // the module's re-encoding then wrote U+FFFD itself, so fixUTF8 does that
 // replacement before encoding (TestPayloadMatchesModuleShaping holds the
@@ -69,26 +69,6 @@ func (f *FS) StatPayload(p string) ([]byte, error) {
 func statPayload(st *protocol.FSStat) ([]byte, error) {
 	withMime(st)
 	return marshalPayload(st)
-}
-
-// PreviewPayload runs Preview and returns the node.fs.delete.preview
-// payload JSON: {path, stat:{... mime ...}, childCount, childrenDigest,
-// candidateCount, confirmationToken, expiresAtMs}.
-func (f *FS) PreviewPayload(p string, recursive bool) ([]byte, error) {
-	r, err := f.Preview(p, recursive)
-	if err != nil {
-		return nil, err
-	}
-	return previewPayload(r)
-}
-
-// previewPayload shapes and encodes a Preview result (it modifies r).
-func previewPayload(r *protocol.FSDeletePreviewResult) ([]byte, error) {
-	r.Path = fixUTF8(r.Path)
-	r.ChildrenDigest = fixUTF8(r.ChildrenDigest)
-	r.ConfirmationToken = fixUTF8(r.ConfirmationToken)
-	withMime(&r.Stat)
-	return marshalPayload(r)
 }
 
 // withMime sanitizes a stat's path and sets its name-derived MIME type.

@@ -36,21 +36,6 @@ func moduleShapedList(t *testing.T, hostJSON []byte) []byte {
 	return b
 }
 
-// moduleShapedPreview is the same for a plain fs.delete_preview result.
-func moduleShapedPreview(t *testing.T, hostJSON []byte) []byte {
-	t.Helper()
-	var r protocol.FSDeletePreviewResult
-	if err := json.Unmarshal(hostJSON, &r); err != nil {
-		t.Fatal(err)
-	}
-	r.Stat.Mime = protocol.MIMEFromName(r.Stat.Path)
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // moduleShapedStat is the same for a plain fs.stat result.
 func moduleShapedStat(t *testing.T, hostJSON []byte) []byte {
 	t.Helper()
@@ -110,21 +95,6 @@ func TestPayloadMatchesModuleShaping(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("list %s hidden=%v:\n got %s\nwant %s", c.path, c.hidden, got, want)
-		}
-	}
-	for _, p := range []string{"d/UPPER.PNG", "alias/x.TXT", "d/sub", "d/ln", "d/<a>&b.html"} {
-		r, err := e.f.Preview(p, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain, _ := json.Marshal(r)
-		want := moduleShapedPreview(t, plain)
-		got, err := previewPayload(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("preview %s:\n got %s\nwant %s", p, got, want)
 		}
 	}
 	for _, n := range append([]string{"alias/x.TXT", "alias", "d/sub", "d/pipe", "d"}, oddNames...) {
@@ -258,13 +228,11 @@ func TestListPayloadLimit(t *testing.T) {
 }
 
 // TestPayloadCallsTable: capabilities, strict args, errors pass through
-// without leaving a blob, and the preview variant registers its token.
+// without leaving a blob.
 func TestPayloadCallsTable(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/d/a.txt", file: "a"}}, "root")
-	want := map[string]string{"fs.list_payload": hostcalls.CapRead, "fs.stat_payload": hostcalls.CapRead,
-		"fs.delete_preview_payload": hostcalls.CapWrite}
-	audit := map[string]hostcalls.AuditClass{"fs.list_payload": hostcalls.AuditRead, "fs.stat_payload": hostcalls.AuditMeta,
-		"fs.delete_preview_payload": hostcalls.AuditRead}
+	want := map[string]string{"fs.list_payload": hostcalls.CapRead, "fs.stat_payload": hostcalls.CapRead}
+	audit := map[string]hostcalls.AuditClass{"fs.list_payload": hostcalls.AuditRead, "fs.stat_payload": hostcalls.AuditMeta}
 	for _, hc := range e.f.Table() {
 		if c, ok := want[hc.Name]; ok {
 			if hc.Capability != c || hc.Audit != audit[hc.Name] {
@@ -288,9 +256,6 @@ func TestPayloadCallsTable(t *testing.T) {
 		{"fs.stat_payload", map[string]any{"path": "nope"}, protocol.CodeNotFound, "not_found"},
 		{"fs.stat_payload", map[string]any{"path": "d", "showHidden": true}, protocol.CodeInvalidParams, ""},
 		{"fs.stat_payload", map[string]any{"path": "../x"}, protocol.CodeForbidden, "path_not_allowed"},
-		{"fs.delete_preview_payload", map[string]any{"path": "nope"}, protocol.CodeNotFound, "not_found"},
-		{"fs.delete_preview_payload", map[string]any{"path": "d", "recursive": false}, protocol.CodeConflict, "directory_not_empty"},
-		{"fs.delete_preview_payload", map[string]any{"path": "d", "x": 1}, protocol.CodeInvalidParams, ""},
 	} {
 		call := newCall()
 		_, perr := e.call(c.name, c.args, call)
@@ -310,27 +275,6 @@ func TestPayloadCallsTable(t *testing.T) {
 		e.abs("root/d/a.txt"), e.mtime("root/d/a.txt"), 0o100644)
 	if string(out) != `{"payloadBlob":1}` || string(call.blobs[1]) != wantStat {
 		t.Fatalf("stat_payload = %s, blob %s\nwant %s", out, call.blobs[1], wantStat)
-	}
-	call = newCall()
-	out, perr = e.call("fs.delete_preview_payload", map[string]any{"path": "d", "recursive": true}, call)
-	if perr != nil {
-		t.Fatal(perr)
-	}
-	var pc struct {
-		PayloadBlob uint32 `json:"payloadBlob"`
-	}
-	json.Unmarshal(out, &pc)
-	var r protocol.FSDeletePreviewResult
-	if err := json.Unmarshal(call.blobs[pc.PayloadBlob], &r); err != nil {
-		t.Fatal(err)
-	}
-	if r.Path != e.abs("root/d") || r.Stat.Type != "directory" || r.Stat.Mime != "application/octet-stream" ||
-		r.ChildCount != 1 || r.CandidateCount != 2 || r.ConfirmationToken == "" {
-		t.Fatalf("preview %+v", r)
-	}
-	// The token is live: delete consumes it.
-	if _, err := e.f.Delete("d", "d", r.ConfirmationToken); err != nil || e.exists("root/d") {
-		t.Fatalf("delete with the payload's token: %v", err)
 	}
 }
 

@@ -13,7 +13,7 @@ func BenchmarkSetWithReceipt(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		op := fmt.Sprintf("op-%d", i)
-		if _, err := f.v.Set(SetRequest{NodeID: "n1", Name: fmt.Sprintf("bench/%d", i), Value: value, OperationID: &op}); err != nil {
+		if _, err := modSet(f.v, modReq{NodeID: "n1", Name: fmt.Sprintf("bench/%d", i), Value: value, OperationID: &op}); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -28,7 +28,7 @@ func BenchmarkSetRepeat(b *testing.B) {
 	op := "op-1"
 	mustSet(b, f.v, "n1", "bench", string(value), &op)
 	for b.Loop() {
-		if _, err := f.v.Set(SetRequest{NodeID: "n1", Name: "bench", Value: value, OperationID: &op}); err != nil {
+		if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "bench", Value: value, OperationID: &op}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,20 +44,20 @@ func BenchmarkList500(b *testing.B) {
 		mustSet(b, f.v, "n1", fmt.Sprintf("integration/service-%06d/api-token", i), "v", nil)
 	}
 	for b.Loop() {
-		l, err := f.v.List()
+		l, err := f.v.List(500)
 		if err != nil || len(l.Names) != 500 {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkReceipt: node.secrets.receipt of an applied operation.
+// BenchmarkReceipt: the record behind node.secrets.receipt of an applied operation.
 func BenchmarkReceipt(b *testing.B) {
 	f := newFixture(b)
 	op := "op-1"
 	mustSet(b, f.v, "n1", "bench", "v", &op)
 	for b.Loop() {
-		if r, err := f.v.Receipt("n1", op); err != nil || r.Status != "applied" {
+		if r, err := f.v.Record(LegacyReceiptFamily, LegacyReceiptKey("n1", op)); err != nil || !r.Found {
 			b.Fatal(err)
 		}
 	}

@@ -19,9 +19,10 @@ const (
 	infoIndex   = "lemon/vault/v1/index"
 	infoBinding = "lemon/vault/v1/binding"
 
-	aadCheck = "lemon/vault/v1/check"
-	aadEntry = "lemon/vault/v1/entry\x00"
-	aadValue = "lemon/vault/v1/value\x00"
+	aadCheck  = "lemon/vault/v1/check"
+	aadEntry  = "lemon/vault/v1/entry\x00"
+	aadValue  = "lemon/vault/v1/value\x00"
+	aadRecord = "lemon/vault/v1/record\x00"
 
 	checkPlaintext = "lemon vault key check v1"
 )
@@ -37,8 +38,8 @@ var errOpen = errors.New("vault: record failed authentication")
 //   - aead (AES-256-GCM) seals every stored record; each seal draws a
 //     fresh random 96-bit nonce stored before the ciphertext;
 //   - index keys HMAC-SHA256 bucket keys, so no name appears on disk;
-//   - binding keys HMAC-SHA256 intent tags of receipts (a private keyed
-//     binding; it is never returned and is meaningless without the key).
+//   - binding is derived for the format's key schedule (it keyed receipt
+//     intent tags before module records) and is not used otherwise.
 type keyring struct {
 	aead    cipher.AEAD
 	index   []byte
@@ -106,18 +107,23 @@ func (k *keyring) nameKey(name string) []byte {
 	return m.Sum(nil)
 }
 
-// intentTag binds an operation to its exact intent: the node identity,
-// the operation ID, the stored name and the value. Fields are
-// length-prefixed so no two intents encode alike.
-func (k *keyring) intentTag(nodeID, opID, name string, value []byte) []byte {
-	m := hmac.New(sha256.New, k.binding)
+// recordKey is the bucket key of a module record:
+// HMAC-SHA256(index, "record" || family || key). Names hold no NUL and
+// this input starts "record\x00", distinct from every "name\x00" input.
+func (k *keyring) recordKey(family, key string) []byte {
+	m := hmac.New(sha256.New, k.index)
 	var n [8]byte
-	for _, f := range [][]byte{[]byte("intent"), []byte(nodeID), []byte(opID), []byte(name), value} {
+	for _, f := range []string{"record", family, key} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		m.Write(n[:])
-		m.Write(f)
+		m.Write([]byte(f))
 	}
 	return m.Sum(nil)
+}
+
+// recordAAD binds a sealed module record to its bucket key.
+func recordAAD(bucketKey []byte) []byte {
+	return append([]byte(aadRecord), bucketKey...)
 }
 
 // entryAAD binds a sealed entry to its bucket key.

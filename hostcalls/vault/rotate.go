@@ -11,14 +11,14 @@ import (
 )
 
 // RotateKey re-encrypts the whole vault under newKey (32 bytes) and makes
-// every earlier receipt binding stop matching, as the spec requires of a
-// key rotation:
+// every earlier record's binding stop matching (receipts: the spec's key
+// rotation rule):
 //
 //  1. a new vault file is written beside the live one (<Dir>/vault.db.rotate)
 //     with a fresh salt; every value is decrypted with the current key and
-//     sealed under the new key at the next revision (so receipts naming the
+//     sealed under the new key at the next revision (so records naming the
 //     old revision no longer match), every metadata record is resealed, and
-//     receipts are kept as they were;
+//     module records are resealed as they were;
 //  2. the new file is fsync'd, renamed over vault.db, and the directory is
 //     fsync'd; a crash before the rename leaves the old vault (New removes
 //     the leftover), after it the new one;
@@ -129,6 +129,11 @@ func (v *Vault) writeRotated(path string, newKey []byte) error {
 				return err
 			}
 			if err := ents.Put(bk, se); err != nil {
+				return err
+			}
+		}
+		for _, r := range v.records {
+			if err := putRecord(tx, nkeys, r); err != nil {
 				return err
 			}
 		}

@@ -291,7 +291,7 @@ func TestKillMidWriteChild(t *testing.T) {
 	}
 	for i := 0; ; i++ {
 		name, op, value := crashRecord(i)
-		if _, err := v.Set(SetRequest{NodeID: "n1", Name: name, Value: value, OperationID: &op}); err != nil {
+		if _, err := modSet(v, modReq{NodeID: "n1", Name: name, Value: value, OperationID: &op}); err != nil {
 			fmt.Println("set failed")
 			os.Exit(1)
 		}
@@ -325,22 +325,24 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		3: bytes.Repeat([]byte(canaryValue), (1<<20)/len(canaryValue)+1)}}
 	call := func(name, args string) { record(callHost(t, f.v, c, name, args)) }
 
-	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,"operationId":"op-canary"}`)
-	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,"operationId":"op-canary"}`) // repeat
-	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":2,"operationId":"op-canary"}`) // conflict
-	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":3}`)                           // too large
-	call(HostCallSet, `{"name":"`+canaryName+`\u0000","valueBlob":1}`)                     // NUL
-	call(HostCallSet, `{"name":"`+strings.Repeat(canaryName, 20)+`","valueBlob":1}`)       // too long
-	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,"operationId":"`+canaryName+`!"}`)
-	call(HostCallSet, `{"name":"lemon_bot/invocations/`+canaryRun+`","valueBlob":1,"operationId":"wrong"}`)
-	call(HostCallSet, `{"name":"lemon_bot/invocations/`+canaryRun+`","valueBlob":1,"operationId":"`+canaryRun+`"}`)
-	for i := 0; i < 128; i++ {
-		call(HostCallSet, fmt.Sprintf(`{"name":"%s-cap","valueBlob":2,"operationId":"op-%d"}`, canaryName, i))
+	rec := func(op string) string {
+		return `"record":{"key":"op/node-id/` + op + `","value":"applied","maxPerName":128}`
 	}
-	call(HostCallSet, `{"name":"`+canaryName+`-cap","valueBlob":2,"operationId":"op-full"}`) // capacity
-	call(HostCallReceipt, `{"operationId":"op-canary"}`)
-	call(HostCallList, `{}`)
-	call(HostCallSet, `{"name":"`+canaryName+`-del","valueBlob":1,"operationId":"op-del"}`)
+	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,`+rec("op-canary")+`}`)
+	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,`+rec("op-canary")+`}`) // repeat
+	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":2,`+rec("op-canary")+`}`) // conflict
+	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":3}`)                      // too large
+	call(HostCallSet, `{"name":"`+canaryName+`\u0000","valueBlob":1}`)                // NUL
+	call(HostCallSet, `{"name":"`+strings.Repeat(canaryName, 20)+`","valueBlob":1}`)  // too long
+	call(HostCallSet, `{"name":"`+canaryName+`","valueBlob":1,"record":{"key":"`+canaryName+`\u0000"}}`)
+	call(HostCallSet, `{"name":"lemon_bot/invocations/`+canaryRun+`","valueBlob":1,`+rec(canaryRun)+`}`)
+	for i := 0; i < 128; i++ {
+		call(HostCallSet, fmt.Sprintf(`{"name":"%s-cap","valueBlob":2,%s}`, canaryName, rec(fmt.Sprintf("op-%d", i))))
+	}
+	call(HostCallSet, `{"name":"`+canaryName+`-cap","valueBlob":2,`+rec("op-full")+`}`) // capacity
+	call(HostCallReceipt, `{"key":"op/node-id/op-canary"}`)
+	call(HostCallList, `{"limit":500}`)
+	call(HostCallSet, `{"name":"`+canaryName+`-del","valueBlob":1,`+rec("op-del")+`}`)
 	call(HostCallDelete, `{"name":"`+canaryName+`-del"}`)
 	call(HostCallDelete, `{"name":"`+canaryName+`\u0000"}`)
 
@@ -357,7 +359,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	if mustResolve(t, f.v, canaryName) != canaryValue {
 		t.Fatal("canary not stored")
 	}
-	_, serr := f.v.Set(SetRequest{NodeID: "node-id", Name: canaryName, Value: []byte(canaryValue), OperationID: sp("op-canary")})
+	_, serr := modSet(f.v, modReq{NodeID: "node-id", Name: canaryName, Value: []byte(canaryValue), OperationID: sp("op-canary")})
 	record("", serr) // conflict after rotation
 	f.v.Close()
 
@@ -401,5 +403,69 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	})
 	if files < 3 {
 		t.Fatalf("searched only %d files", files)
+	}
+}
+
+// TestLegacyReceiptsBecomeRecords: a vault written before module records
+// kept receipts inside each name's metadata. Opening it converts them to
+// records of the secrets module (docs/SECRETS.md, "Receipts"), written
+// back in one transaction, so a receipt issued before the upgrade is
+// still answered (never not_found) and still replays.
+func TestLegacyReceiptsBecomeRecords(t *testing.T) {
+	f := newFixture(t)
+	mustSet(t, f.v, "", "legacy", "VALUE", nil)
+	mustSet(t, f.v, "", "deleted", "x", nil)
+	keys := f.v.keys
+	f.v.Close()
+	db := rawDB(t, f.dir)
+	// Rewrite both entries in the old format: receipts inside, no records
+	// bucket, and "deleted" as receipt-only metadata.
+	err := db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketRecords); err != nil {
+			return err
+		}
+		for _, e := range []*entry{
+			{Name: "legacy", Revision: 1, Active: true, Receipts: []legacyReceipt{{NodeID: "n1", OperationID: "op-old", Revision: 1, AppliedAtMs: 42}}},
+			{Name: "deleted", Revision: 1, Receipts: []legacyReceipt{{NodeID: "n1", OperationID: "op-gone", Revision: 1, AppliedAtMs: 43}}},
+		} {
+			if err := putEntry(tx, keys, e); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketValues).Delete(keys.nameKey("deleted"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.open(t)
+	if r := mustReceipt(t, f.v, "n1", "op-old"); r.Status != "applied" || !r.CurrentBindingMatches || *r.Name != "legacy" {
+		t.Fatalf("legacy receipt = %+v", r)
+	}
+	if r := mustReceipt(t, f.v, "n1", "op-gone"); r.Status != "applied" || r.CurrentBindingMatches {
+		t.Fatalf("legacy receipt of a deleted name = %+v", r)
+	}
+	if s, _ := f.v.Stats(); s != (Stats{Secrets: 1, ReceiptOnly: 1, Receipts: 2}) {
+		t.Fatalf("stats = %+v", s)
+	}
+	if res := mustSet(t, f.v, "n1", "legacy", "VALUE", sp("op-old")); res.Written || f.v.Writes() != 0 {
+		t.Fatalf("replay of a legacy receipt = %+v, writes %d", res, f.v.Writes())
+	}
+	// The conversion was written: the file holds no legacy receipt any more.
+	f.v.Close()
+	db = rawDB(t, f.dir)
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEntries).ForEach(func(k, sealed []byte) error {
+			pt, err := keys.open(sealed, entryAAD(k))
+			if err != nil || bytes.Contains(pt, []byte("receipts")) {
+				t.Errorf("entry after conversion: %s %v", pt, err)
+			}
+			return nil
+		})
+	})
+	db.Close()
+	f.open(t)
+	if r := mustReceipt(t, f.v, "n1", "op-old"); r.Status != "applied" || !r.CurrentBindingMatches {
+		t.Fatalf("after a second open = %+v", r)
 	}
 }

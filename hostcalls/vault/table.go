@@ -2,62 +2,43 @@ package vault
 
 import (
 	"context"
-	"encoding/json"
 
 	"lemon/hostcalls"
 	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
-// Host-call names of the secrets family (from lemon/hostcalls/contract).
+// Host-call names of the vault primitives (from lemon/hostcalls/contract).
 var (
 	HostCallSet     = contract.VaultSet.Name()
-	HostCallList    = contract.VaultList.Name()
 	HostCallDelete  = contract.VaultDelete.Name()
 	HostCallReceipt = contract.VaultReceipt.Name()
-	// HostCallListPayload answers {payloadBlob}: the id of an invocation
-	// blob holding the whole node.secrets.list payload, which the module
-	// returns unread (sdk.Result.PayloadBlob, docs/ABI.md). Guest-side JSON
-	// costs about 1 µs a byte and 500 names are ~20 KB. Secrets modules
-	// from 1.1.0 use it; vault.list stays for modules built before.
-	HostCallListPayload = contract.VaultListPayload.Name()
+	HostCallList    = contract.VaultList.Name()
 )
 
-// The host-call shapes of the family, defined once in
-// lemon/hostcalls/contract and shared with the guest SDK (plugins/sdk/vault).
-type (
-	// PayloadCall is the result of HostCallListPayload.
-	PayloadCall = contract.PayloadResult
-	// SetArgs are the args of vault.set.
-	SetArgs = contract.VaultSetArgs
-	// DeleteArgs are the args of vault.delete.
-	DeleteArgs = contract.VaultDeleteArgs
-	// ReceiptArgs are the args of vault.receipt.
-	ReceiptArgs = contract.VaultReceiptArgs
-)
-
-// Table returns the secrets family's host calls, all under capability
-// "secrets" (docs/HOSTCALLS.md):
+// Table returns the vault primitives, all under capability "secrets"
+// (docs/HOSTCALLS.md, docs/SECRETS.md "Vault primitives"):
 //
-//	vault.set     {name, valueBlob, operationId?} → protocol.SecretsSetResult
-//	vault.list    {}                              → protocol.SecretsListResult
-//	vault.list_payload {}                         → PayloadCall; blob = protocol.SecretsListResult JSON
-//	vault.delete  {name}                          → protocol.SecretsDeleteResult
-//	vault.receipt {operationId}                   → protocol.SecretsReceiptResult
+//	vault.set          {name, valueBlob, record?{key, value, maxPerName?}} → {revision, written}
+//	vault.delete       {name}  → {deleted}
+//	vault.receipt      {key}   → {found, value, name, revision, currentRevision, live, writtenAtMs}
+//	vault.list         {limit} → {names, more}  (limit 1 to 1000; names sorted bytewise)
 //
-// Operation IDs are scoped to the authenticated node identity of the
-// invocation (hostcalls.Invocation.NodeID), never to a request field. No
-// result carries plaintext, ciphertext, nonces, salts or tags.
+// Records belong to the calling module's family (call.Module()); there is
+// no way to name another module's. The secret-operation logic (operation
+// ids, their node scope, reserved names, receipt statuses) is the secrets
+// module's (plugins/secrets). No result carries plaintext, ciphertext,
+// nonces, salts or tags.
 func (v *Vault) Table() hostcalls.Table {
 	sec := hostcalls.CapSecrets
 	return hostcalls.Table{
 		hostcalls.Define(contract.VaultSet, sec, hostcalls.AuditMutation, v.hcSet, setErrors...).ReadsSecretBlobs(),
-		hostcalls.Define(contract.VaultList, sec, hostcalls.AuditRead, v.hcList, errsUnavailable, errsCorrupt),
-		hostcalls.Define(contract.VaultListPayload, sec, hostcalls.AuditRead, v.hcListPayload, errsUnavailable, errsCorrupt),
+		hostcalls.Define(contract.VaultList, sec, hostcalls.AuditRead, v.hcList,
+			hostcalls.Err(protocol.InvalidParams("limit", ""), "limit is not 1 to 1000"), errsUnavailable),
 		hostcalls.Define(contract.VaultDelete, sec, hostcalls.AuditMutation, v.hcDelete, deleteErrors...),
 		hostcalls.Define(contract.VaultReceipt, sec, hostcalls.AuditRead, v.hcReceipt,
-			hostcalls.Err(protocol.InvalidParams("operationId", ""), "operationId is not a valid operation id"),
-			hostcalls.Err(errNoIdentity(), "the node identity is unknown"), errsUnavailable),
+			hostcalls.Err(protocol.InvalidParams("record", ""), "key is empty, longer than 512 bytes, not UTF-8 or has NUL"),
+			errsUnavailable),
 	}
 }
 
@@ -66,30 +47,36 @@ var (
 	errsUnavailable = hostcalls.Err(errUnavailable(), "no usable vault key or storage (retry safe)")
 	errsCorrupt     = hostcalls.Err(errCorruptRecord(), "a stored record fails authentication")
 	setErrors       = []hostcalls.ErrorSpec{
-		hostcalls.Err(protocol.InvalidParams("name", ""), "name breaks the secret-name rules"),
-		hostcalls.Err(protocol.InvalidParams("operationId", ""), "operationId is not a valid operation id"),
-		hostcalls.Err(protocol.InvalidParams("value", ""), "valueBlob is missing or names no input blob"),
-		hostcalls.Err(protocol.CheckReservedSecretName(protocol.SecretReservedPrefix+"run", nil), "name is under the reserved prefix and operationId is not its run id"),
+		hostcalls.Err(protocol.InvalidParams("name", ""), "name breaks the secret-name rules or is not in stored (trimmed) form"),
+		hostcalls.Err(protocol.InvalidParams("value", ""), "valueBlob is missing, names no input blob or exceeds 1 MiB"),
+		hostcalls.Err(protocol.InvalidParams("record", ""), "record key, value or maxPerName out of bounds"),
 		hostcalls.Err(protocol.Errorf(protocol.CodeTimeout, ""), "the request deadline passed before the write"),
-		hostcalls.Err(errOperationConflict(), "operationId was used with another intent"),
-		hostcalls.Err(errReceiptCapacity(), "the secret holds its maximum of operation receipts"),
-		hostcalls.Err(errNoIdentity(), "operationId given but the node identity is unknown"),
+		hostcalls.Err(errRecordConflict(), "the record key exists and this put does not replay it (other value, name or blob, or its revision is no longer current)"),
+		hostcalls.Err(errRecordCapacity(), "a new record on a name holding maxPerName records"),
 		errsUnavailable,
-		hostcalls.Err(errWriteUnknown(), "the write failed and may have applied (query the receipt)"),
+		errsCorrupt,
+		hostcalls.Err(errWriteUnknown(), "the write failed and may have applied"),
 	}
 	deleteErrors = []hostcalls.ErrorSpec{
-		hostcalls.Err(protocol.InvalidParams("name", ""), "name breaks the secret-name rules"),
+		hostcalls.Err(protocol.InvalidParams("name", ""), "name breaks the secret-name rules or is not in stored form"),
 		errsUnavailable,
 		hostcalls.Err(errWriteUnknown(), "the write failed and may have applied"),
 	}
 )
 
-// hcSet validates everything it can before reading the value blob or
-// touching the vault: name, operationId and the reserved-name rule.
-func (v *Vault) hcSet(ctx context.Context, call hostcalls.Call, a SetArgs) (contract.VaultSetResult, error) {
+// hcSet checks the name and record before it reads the value blob, and
+// the deadline before it writes.
+func (v *Vault) hcSet(ctx context.Context, call hostcalls.Call, a contract.VaultSetArgs) (contract.VaultSetResult, error) {
 	var zero contract.VaultSetResult
-	if _, perr := checkSetParams(a.Name, a.OperationID); perr != nil {
+	if perr := CheckName(a.Name); perr != nil {
 		return zero, perr
+	}
+	var rec *Record
+	if a.Record != nil {
+		rec = &Record{Key: a.Record.Key, Value: a.Record.Value, MaxPerName: a.Record.MaxPerName}
+		if perr := checkRecord(call.Module(), rec); perr != nil {
+			return zero, perr
+		}
 	}
 	if a.ValueBlob == nil {
 		return zero, protocol.InvalidParams("value", "value is required")
@@ -101,53 +88,34 @@ func (v *Vault) hcSet(ctx context.Context, call hostcalls.Call, a SetArgs) (cont
 	if perr := ctx.Err(); perr != nil {
 		return zero, protocol.Errorf(protocol.CodeTimeout, "request deadline passed before the vault write")
 	}
-	res, perr := v.Set(SetRequest{NodeID: call.Invocation().NodeID, Name: a.Name, Value: value, OperationID: a.OperationID})
+	res, perr := v.Put(PutRequest{Family: call.Module(), Name: a.Name, Value: value, Record: rec})
 	if perr != nil {
 		return zero, perr
 	}
-	return res, nil
+	return contract.VaultSetResult{Revision: res.Revision, Written: res.Written}, nil
 }
 
-func (v *Vault) hcList(ctx context.Context, call hostcalls.Call, _ contract.Empty) (contract.VaultListResult, error) {
-	res, perr := v.List()
+func (v *Vault) hcList(ctx context.Context, call hostcalls.Call, a contract.VaultListArgs) (contract.VaultListResult, error) {
+	res, perr := v.List(a.Limit)
 	if perr != nil {
 		return contract.VaultListResult{}, perr
 	}
-	return res, nil
+	return contract.VaultListResult{Names: res.Names, More: res.More}, nil
 }
 
-func (v *Vault) hcListPayload(ctx context.Context, call hostcalls.Call, _ contract.Empty) (PayloadCall, error) {
-	res, perr := v.List()
-	if perr != nil {
-		return PayloadCall{}, perr
-	}
-	b, err := marshal(res)
-	if err != nil {
-		return PayloadCall{}, err
-	}
-	return PayloadCall{PayloadBlob: call.PutBlob(b)}, nil
-}
-
-func (v *Vault) hcDelete(ctx context.Context, call hostcalls.Call, a DeleteArgs) (contract.VaultDeleteResult, error) {
-	name, perr := v.Delete(a.Name)
+func (v *Vault) hcDelete(ctx context.Context, call hostcalls.Call, a contract.VaultDeleteArgs) (contract.VaultDeleteResult, error) {
+	deleted, perr := v.Delete(a.Name)
 	if perr != nil {
 		return contract.VaultDeleteResult{}, perr
 	}
-	return protocol.SecretsDeleteResult{Name: name, Deleted: true}, nil
+	return contract.VaultDeleteResult{Deleted: deleted}, nil
 }
 
-func (v *Vault) hcReceipt(ctx context.Context, call hostcalls.Call, a ReceiptArgs) (contract.VaultReceiptResult, error) {
-	res, perr := v.Receipt(call.Invocation().NodeID, a.OperationID)
+func (v *Vault) hcReceipt(ctx context.Context, call hostcalls.Call, a contract.VaultReceiptArgs) (contract.VaultReceiptResult, error) {
+	st, perr := v.Record(call.Module(), a.Key)
 	if perr != nil {
 		return contract.VaultReceiptResult{}, perr
 	}
-	return res, nil
-}
-
-func marshal(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "internal error")
-	}
-	return b, nil
+	return contract.VaultReceiptResult{Found: st.Found, Value: st.Value, Name: st.Name, Revision: st.Revision,
+		CurrentRevision: st.CurrentRevision, Live: st.Live, WrittenAtMs: st.WrittenAtMs}, nil
 }

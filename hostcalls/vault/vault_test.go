@@ -75,9 +75,35 @@ func (f *fixture) reopen(t testing.TB) {
 
 func sp(s string) *string { return &s }
 
-func mustSet(t testing.TB, v *Vault, node, name, value string, op *string) protocol.SecretsSetResult {
+// modReq is a node.secrets.set as the secrets module (plugins/secrets)
+// turns it into a put: the name trimmed, and with an operation id the
+// receipt record "op/<node>/<op>" = "applied", at most 128 per name. The
+// module's own tests check the method; these check the primitive under
+// the module's use of it.
+type modReq struct {
+	NodeID      string
+	Name        string
+	Value       []byte
+	OperationID *string
+	ExpiresAt   time.Time
+}
+
+func modSet(v *Vault, r modReq) (PutResult, *protocol.Error) {
+	name := r.Name
+	if stored, perr := protocol.CheckSecretName(name); perr == nil {
+		name = stored
+	}
+	req := PutRequest{Family: LegacyReceiptFamily, Name: name, Value: r.Value, ExpiresAt: r.ExpiresAt}
+	if r.OperationID != nil {
+		req.Record = &Record{Key: LegacyReceiptKey(r.NodeID, *r.OperationID), Value: LegacyReceiptValue,
+			MaxPerName: protocol.SecretReceiptsPerName}
+	}
+	return v.Put(req)
+}
+
+func mustSet(t testing.TB, v *Vault, node, name, value string, op *string) PutResult {
 	t.Helper()
-	res, err := v.Set(SetRequest{NodeID: node, Name: name, Value: []byte(value), OperationID: op})
+	res, err := modSet(v, modReq{NodeID: node, Name: name, Value: []byte(value), OperationID: op})
 	if err != nil {
 		t.Fatalf("set: %v", err)
 	}
@@ -93,21 +119,24 @@ func mustResolve(t testing.TB, v *Vault, name string) string {
 	return string(b)
 }
 
+// mustReceipt answers node.secrets.receipt as the secrets module does
+// from the record and its name's state.
 func mustReceipt(t testing.TB, v *Vault, node, op string) protocol.SecretsReceiptResult {
 	t.Helper()
-	r, err := v.Receipt(node, op)
+	st, err := v.Record(LegacyReceiptFamily, LegacyReceiptKey(node, op))
 	if err != nil {
 		t.Fatalf("receipt: %v", err)
 	}
-	return r
-}
-
-func receiptJSON(t testing.TB, r protocol.SecretsReceiptResult) string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
+	r := protocol.SecretsReceiptResult{NodeID: node, OperationID: op, Status: protocol.SecretStatusNotFound}
+	if st.Found {
+		if st.Value != LegacyReceiptValue {
+			t.Fatalf("record value %q", st.Value)
+		}
+		name := st.Name
+		r.Status, r.Name = protocol.SecretStatusApplied, &name
+		r.CurrentBindingMatches = st.Live && st.Revision == st.CurrentRevision
 	}
-	return string(b)
+	return r
 }
 
 func wantDomain(t testing.TB, err *protocol.Error, code, domain string) {
@@ -129,16 +158,19 @@ func wantField(t testing.TB, err *protocol.Error, field string) {
 
 func TestSetReplaceResolveList(t *testing.T) {
 	f := newFixture(t)
-	res := mustSet(t, f.v, "n1", "  integration/token ", "one", nil)
-	if b, _ := json.Marshal(res); string(b) != `{"name":"integration/token","set":true}` {
-		t.Fatalf("plain set = %s", b)
+	res := mustSet(t, f.v, "n1", "integration/token", "one", nil)
+	if res != (PutResult{Revision: 1, Written: true}) {
+		t.Fatalf("plain put = %+v", res)
 	}
+	// The vault takes names in stored form only: trimming is the module's.
+	_, err := f.v.Put(PutRequest{Name: "  integration/token ", Value: []byte("x")})
+	wantField(t, err, "name")
 	mustSet(t, f.v, "n1", "integration/token", "two", nil)
 	if got := mustResolve(t, f.v, "integration/token"); got != "two" {
 		t.Fatalf("resolve after replace = %q", got)
 	}
-	l, _ := f.v.List()
-	if strings.Join(l.Names, ",") != "integration/token" || l.Truncated || l.Limit != 500 {
+	l, _ := f.v.List(500)
+	if strings.Join(l.Names, ",") != "integration/token" || l.More {
 		t.Fatalf("list = %+v", l)
 	}
 	f.reopen(t)
@@ -158,7 +190,7 @@ func TestNameAndValueLimits(t *testing.T) {
 	}
 	bad := []string{"", "   ", strings.Repeat("n", 257), "a\x00b", "a\xffb", " " + strings.Repeat("p", 255) + " "}
 	for _, n := range bad {
-		_, err := f.v.Set(SetRequest{NodeID: "n1", Name: n, Value: []byte("v")})
+		_, err := modSet(f.v, modReq{NodeID: "n1", Name: n, Value: []byte("v")})
 		wantField(t, err, "name")
 		_, err = f.v.Delete(n)
 		wantField(t, err, "name")
@@ -167,19 +199,27 @@ func TestNameAndValueLimits(t *testing.T) {
 	if got := mustResolve(t, f.v, "big"); len(got) != 1<<20 {
 		t.Fatalf("1 MiB value resolved to %d bytes", len(got))
 	}
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "big", Value: bytes.Repeat([]byte("x"), 1<<20+1)})
+	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "big", Value: bytes.Repeat([]byte("x"), 1<<20+1)})
 	wantField(t, err, "value")
 	mustSet(t, f.v, "n1", "empty", "", nil)
 	if got := mustResolve(t, f.v, "empty"); got != "" {
 		t.Fatalf("empty value = %q", got)
 	}
-	writes := f.v.Writes()
-	for _, op := range []string{"", strings.Repeat("o", 129), "a b", "a/b", "é"} {
-		_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "x", Value: []byte("v"), OperationID: sp(op)})
-		wantField(t, err, "operationId")
+	// Record bounds: key 1 to 512 bytes, value at most 1024, maxPerName 0 to 1024.
+	for _, r := range []Record{{Key: ""}, {Key: strings.Repeat("k", 513)}, {Key: "a\x00"}, {Key: "k", Value: strings.Repeat("v", 1025)},
+		{Key: "k", MaxPerName: -1}, {Key: "k", MaxPerName: 1025}} {
+		_, err := f.v.Put(PutRequest{Family: "secrets", Name: "x", Value: []byte("v"), Record: &r})
+		wantField(t, err, "record")
 	}
-	mustSet(t, f.v, "n1", "x", "v", sp(strings.Repeat("o", 128)))
-	mustSet(t, f.v, "n1", "y", "v", sp("a"))
+	writes := f.v.Writes()
+	for i, r := range []Record{{Key: strings.Repeat("k", 512), Value: strings.Repeat("v", 1024), MaxPerName: 1024}, {Key: "k", MaxPerName: 1}} {
+		if _, err := f.v.Put(PutRequest{Family: "secrets", Name: "x" + itoa(i), Value: []byte("v"), Record: &r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// maxPerName 1 on a name holding 1 record: the next new record is refused.
+	_, err = f.v.Put(PutRequest{Family: "secrets", Name: "x1", Value: []byte("v"), Record: &Record{Key: "k2", MaxPerName: 1}})
+	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretReceiptCapacity)
 	if f.v.Writes() != writes+2 {
 		t.Fatalf("writes = %d, want %d", f.v.Writes(), writes+2)
 	}
@@ -187,19 +227,19 @@ func TestNameAndValueLimits(t *testing.T) {
 
 func TestDeleteIdempotent(t *testing.T) {
 	f := newFixture(t)
-	name, err := f.v.Delete(" missing ")
-	if err != nil || name != "missing" {
-		t.Fatalf("delete missing = %q, %v", name, err)
+	deleted, err := f.v.Delete("missing")
+	if err != nil || deleted {
+		t.Fatalf("delete missing = %v, %v", deleted, err)
 	}
 	if f.v.Writes() != 0 {
 		t.Fatal("deleting a missing name wrote")
 	}
 	mustSet(t, f.v, "n1", "a", "v", nil)
-	if _, err := f.v.Delete("a"); err != nil {
-		t.Fatal(err)
+	if deleted, err := f.v.Delete("a"); err != nil || !deleted {
+		t.Fatal(deleted, err)
 	}
-	if _, err := f.v.Delete("a"); err != nil {
-		t.Fatal(err)
+	if deleted, err := f.v.Delete("a"); err != nil || deleted {
+		t.Fatal(deleted, err)
 	}
 	if f.v.Writes() != 2 {
 		t.Fatalf("writes = %d, want 2 (set, first delete)", f.v.Writes())
@@ -217,9 +257,9 @@ func TestListSortedBoundedExcludesExpiredAndDeleted(t *testing.T) {
 	for i := 499; i >= 0; i-- {
 		mustSet(t, f.v, "n1", "s"+pad(i), "v", nil)
 	}
-	l, _ := f.v.List()
-	if len(l.Names) != 500 || l.Truncated {
-		t.Fatalf("500 names: len=%d truncated=%v", len(l.Names), l.Truncated)
+	l, _ := f.v.List(500)
+	if len(l.Names) != 500 || l.More {
+		t.Fatalf("500 names: len=%d truncated=%v", len(l.Names), l.More)
 	}
 	for i, n := range l.Names {
 		if n != "s"+pad(i) {
@@ -227,30 +267,63 @@ func TestListSortedBoundedExcludesExpiredAndDeleted(t *testing.T) {
 		}
 	}
 	mustSet(t, f.v, "n1", "A-first", "v", nil)
-	l, _ = f.v.List()
-	if len(l.Names) != 500 || !l.Truncated || l.Names[0] != "A-first" || l.Names[499] != "s"+pad(498) {
-		t.Fatalf("501 names: len=%d truncated=%v first=%q last=%q", len(l.Names), l.Truncated, l.Names[0], l.Names[499])
+	l, _ = f.v.List(500)
+	if len(l.Names) != 500 || !l.More || l.Names[0] != "A-first" || l.Names[499] != "s"+pad(498) {
+		t.Fatalf("501 names: len=%d truncated=%v first=%q last=%q", len(l.Names), l.More, l.Names[0], l.Names[499])
 	}
 	// Expiry and deletion both bring it back to 500, untruncated.
-	if _, err := f.v.Set(SetRequest{NodeID: "n1", Name: "s" + pad(10), Value: []byte("v"),
+	if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "s" + pad(10), Value: []byte("v"),
 		ExpiresAt: f.clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	l, _ = f.v.List()
-	if !l.Truncated {
+	l, _ = f.v.List(500)
+	if !l.More {
 		t.Fatal("not yet expired, list should still be truncated")
 	}
 	f.clock.Advance(time.Minute)
-	l, _ = f.v.List()
-	if len(l.Names) != 500 || l.Truncated || contains(l.Names, "s"+pad(10)) {
-		t.Fatalf("after expiry: len=%d truncated=%v", len(l.Names), l.Truncated)
+	l, _ = f.v.List(500)
+	if len(l.Names) != 500 || l.More || contains(l.Names, "s"+pad(10)) {
+		t.Fatalf("after expiry: len=%d truncated=%v", len(l.Names), l.More)
 	}
 	_, rerr := f.v.Resolve("s" + pad(10))
 	wantDomain(t, rerr, protocol.CodeNotFound, protocol.DomainNotFound)
 	f.v.Delete("A-first")
-	l, _ = f.v.List()
+	l, _ = f.v.List(500)
 	if len(l.Names) != 499 || contains(l.Names, "A-first") {
 		t.Fatalf("after delete: len=%d", len(l.Names))
+	}
+}
+
+// TestListLimit: limit 1 to 1000 passes (0 and 1001 are INVALID_PARAMS
+// on limit); the first limit names in byte order come back, with more
+// exactly when names are left out.
+func TestListLimit(t *testing.T) {
+	f := newFixture(t)
+	for _, n := range []string{"b", "a", "B"} {
+		mustSet(t, f.v, "n1", n, "v", nil)
+	}
+	for _, tc := range []struct {
+		limit int
+		want  string
+		more  bool
+	}{{1, "B", true}, {2, "B,a", true}, {3, "B,a,b", false}, {1000, "B,a,b", false}} {
+		l, err := f.v.List(tc.limit)
+		if err != nil || strings.Join(l.Names, ",") != tc.want || l.More != tc.more {
+			t.Fatalf("limit %d: %+v %v", tc.limit, l, err)
+		}
+	}
+	for _, limit := range []int{0, -1, 1001} {
+		_, err := f.v.List(limit)
+		wantField(t, err, "limit")
+	}
+	for _, n := range []string{"b", "a", "B"} {
+		if _, err := f.v.Delete(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := f.v.List(1)
+	if err != nil || l.Names == nil || len(l.Names) != 0 || l.More {
+		t.Fatalf("empty vault: %#v %v", l, err)
 	}
 }
 
@@ -270,31 +343,6 @@ func contains(xs []string, s string) bool {
 	return false
 }
 
-func TestReceiptShapes(t *testing.T) {
-	f := newFixture(t)
-	res := mustSet(t, f.v, "node-id", "integration/token", "VALUE", sp("install:token-1"))
-	if b, _ := json.Marshal(res); string(b) != `{"name":"integration/token","set":true,"operationId":"install:token-1","status":"applied","currentBindingMatches":true}` {
-		t.Fatalf("set with id = %s", b)
-	}
-	got := receiptJSON(t, mustReceipt(t, f.v, "node-id", "install:token-1"))
-	if got != `{"nodeId":"node-id","operationId":"install:token-1","status":"applied","name":"integration/token","currentBindingMatches":true}` {
-		t.Fatalf("receipt = %s", got)
-	}
-	got = receiptJSON(t, mustReceipt(t, f.v, "node-id", "never-used"))
-	if got != `{"nodeId":"node-id","operationId":"never-used","status":"not_found","name":null,"currentBindingMatches":false}` {
-		t.Fatalf("not_found receipt = %s", got)
-	}
-	// Operation IDs are scoped to the node identity.
-	got = receiptJSON(t, mustReceipt(t, f.v, "other-node", "install:token-1"))
-	if !strings.Contains(got, `"status":"not_found"`) {
-		t.Fatalf("receipt under another node identity = %s", got)
-	}
-	_, err := f.v.Receipt("node-id", "bad id")
-	wantField(t, err, "operationId")
-	_, err = f.v.Receipt("", "install:token-1")
-	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
-}
-
 // TestLostResponseReconciliation: the set's reply is lost; the client asks
 // for the receipt, learns the set applied, repeats the identical set and
 // gets the original success; exactly one write happened.
@@ -310,7 +358,7 @@ func TestLostResponseReconciliation(t *testing.T) {
 		t.Fatalf("receipt = %+v", r)
 	}
 	res := mustSet(t, f.v, "node-id", " integration/token ", "VALUE", op)
-	if res.Status != "applied" || !*res.CurrentBindingMatches || res.OperationID != "install:token-1" {
+	if res != (PutResult{Revision: 1, Written: false}) {
 		t.Fatalf("repeat = %+v", res)
 	}
 	if f.v.Writes() != 1 {
@@ -332,12 +380,12 @@ func TestOperationConflicts(t *testing.T) {
 	op := sp("install:token-1")
 	mustSet(t, f.v, "n1", "a", "VALUE", op)
 	w := f.v.Writes()
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "a", Value: []byte("OTHER"), OperationID: op})
+	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "a", Value: []byte("OTHER"), OperationID: op})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretOperationConflict)
 	if *err.Details.MutationMayHaveApplied || *err.Details.RetrySafe {
 		t.Fatalf("conflict details = %+v", err.Details)
 	}
-	_, err = f.v.Set(SetRequest{NodeID: "n1", Name: "b", Value: []byte("VALUE"), OperationID: op})
+	_, err = modSet(f.v, modReq{NodeID: "n1", Name: "b", Value: []byte("VALUE"), OperationID: op})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretOperationConflict)
 	if f.v.Writes() != w || mustResolve(t, f.v, "a") != "VALUE" {
 		t.Fatal("a conflict changed the vault")
@@ -357,7 +405,7 @@ func TestOperationConflicts(t *testing.T) {
 	if r.Status != "applied" || r.CurrentBindingMatches || *r.Name != "a" {
 		t.Fatalf("after replacement: %+v", r)
 	}
-	_, err = f.v.Set(SetRequest{NodeID: "n1", Name: "a", Value: []byte("VALUE"), OperationID: op})
+	_, err = modSet(f.v, modReq{NodeID: "n1", Name: "a", Value: []byte("VALUE"), OperationID: op})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretOperationConflict)
 	if mustResolve(t, f.v, "a") != "NEWER" {
 		t.Fatal("stale repeat replayed the old value")
@@ -379,7 +427,7 @@ func TestReceiptsSurviveDeletionAndExpiry(t *testing.T) {
 	if r.Status != "applied" || r.CurrentBindingMatches || *r.Name != "gone" {
 		t.Fatalf("after delete: %+v", r)
 	}
-	l, _ := f.v.List()
+	l, _ := f.v.List(500)
 	if len(l.Names) != 0 {
 		t.Fatalf("receipt-only metadata listed: %v", l.Names)
 	}
@@ -390,11 +438,11 @@ func TestReceiptsSurviveDeletionAndExpiry(t *testing.T) {
 	if s.ReceiptOnly != 1 || s.Receipts != 1 || s.Secrets != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "gone", Value: []byte("v"), OperationID: sp("op-del")})
+	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "gone", Value: []byte("v"), OperationID: sp("op-del")})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretOperationConflict)
 
 	op := "op-exp"
-	if _, err := f.v.Set(SetRequest{NodeID: "n1", Name: "temp", Value: []byte("v"), OperationID: &op,
+	if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "temp", Value: []byte("v"), OperationID: &op,
 		ExpiresAt: f.clock.Now().Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +468,7 @@ func TestReceiptCapacity(t *testing.T) {
 		mustSet(t, f.v, "n1", "cap", "v"+itoa(i), sp("op-"+itoa(i)))
 	}
 	w := f.v.Writes()
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-128")})
+	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-128")})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretReceiptCapacity)
 	if f.v.Writes() != w || mustResolve(t, f.v, "cap") != "v127" {
 		t.Fatal("capacity refusal replaced the secret")
@@ -442,49 +490,15 @@ func TestReceiptCapacity(t *testing.T) {
 	if _, err := f.v.Delete("cap"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.v.Set(SetRequest{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-after-delete")})
+	_, err = modSet(f.v, modReq{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-after-delete")})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretReceiptCapacity)
 	f.reopen(t)
-	_, err = f.v.Set(SetRequest{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-after-reopen")})
+	_, err = modSet(f.v, modReq{NodeID: "n1", Name: "cap", Value: []byte("new"), OperationID: sp("op-after-reopen")})
 	wantDomain(t, err, protocol.CodeConflict, protocol.DomainSecretReceiptCapacity)
 	// A set without operationId adds no receipt and is not limited.
 	mustSet(t, f.v, "n1", "cap", "plain", nil)
 	if mustResolve(t, f.v, "cap") != "plain" {
 		t.Fatal("plain set at capacity did not apply")
-	}
-}
-
-func TestReservedNames(t *testing.T) {
-	f := newFixture(t)
-	res := mustSet(t, f.v, "n1", "  lemon_bot/invocations/run-7\t", "proof", sp("run-7"))
-	if res.Name != "lemon_bot/invocations/run-7" || res.OperationID != "run-7" {
-		t.Fatalf("reserved set = %+v", res)
-	}
-	w := f.v.Writes()
-	for _, op := range []*string{nil, sp("run-8"), sp("  run-7"), sp("lemon_bot/invocations/run-7")} {
-		_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "lemon_bot/invocations/run-7", Value: []byte("x"), OperationID: op})
-		if err == nil || err.DomainCode() != protocol.DomainReservedSecretName && err.Details.Field != "operationId" {
-			t.Fatalf("op %v: err = %v", op, err)
-		}
-	}
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "lemon_bot/invocations/", Value: []byte("x"), OperationID: sp("x")})
-	wantDomain(t, err, protocol.CodeInvalidParams, protocol.DomainReservedSecretName)
-	if f.v.Writes() != w || mustResolve(t, f.v, "lemon_bot/invocations/run-7") != "proof" {
-		t.Fatal("a refused reserved set touched the vault")
-	}
-}
-
-func TestReservedRefusedBeforeVaultIsTouched(t *testing.T) {
-	f := newFixture(t)
-	f.v.Close() // any touch of the vault would now be vault_unavailable
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "lemon_bot/invocations/r1", Value: []byte("x"), OperationID: sp("r2")})
-	wantDomain(t, err, protocol.CodeInvalidParams, protocol.DomainReservedSecretName)
-	// Through the host call the value blob is not even read.
-	c := &fakeCall{nodeID: "n1", blobs: map[uint32][]byte{1: []byte("x")}}
-	_, herr := callHost(t, f.v, c, HostCallSet, `{"name":" lemon_bot/invocations/r1 ","valueBlob":1,"operationId":"r2"}`)
-	wantDomain(t, herr, protocol.CodeInvalidParams, protocol.DomainReservedSecretName)
-	if c.blobReads != 0 {
-		t.Fatal("the host call read the value before refusing")
 	}
 }
 
@@ -515,7 +529,7 @@ func TestKeyRotationFlipsBindings(t *testing.T) {
 	if mustResolve(t, f.v, "a") != "alpha" || mustResolve(t, f.v, "b") != "beta" {
 		t.Fatal("values changed by rotation")
 	}
-	_, serr := f.v.Set(SetRequest{NodeID: "n1", Name: "a", Value: []byte("alpha"), OperationID: sp("op-a")})
+	_, serr := modSet(f.v, modReq{NodeID: "n1", Name: "a", Value: []byte("alpha"), OperationID: sp("op-a")})
 	wantDomain(t, serr, protocol.CodeConflict, protocol.DomainSecretOperationConflict)
 	mustSet(t, f.v, "n1", "a", "alpha2", sp("op-a2"))
 	if !mustReceipt(t, f.v, "n1", "op-a2").CurrentBindingMatches {
@@ -536,7 +550,7 @@ func TestKeyRotationFlipsBindings(t *testing.T) {
 	if r := mustReceipt(t, f.v, "n1", "op-a"); r.Status != "applied" || r.CurrentBindingMatches {
 		t.Fatalf("old receipt after reopen: %+v", r)
 	}
-	l, _ := f.v.List()
+	l, _ := f.v.List(500)
 	if strings.Join(l.Names, ",") != "a,b" {
 		t.Fatalf("list after rotation = %v", l.Names)
 	}
@@ -641,12 +655,12 @@ func TestClosedVaultIsUnavailable(t *testing.T) {
 	f := newFixture(t)
 	mustSet(t, f.v, "n1", "a", "v", sp("op"))
 	f.v.Close()
-	_, err := f.v.Set(SetRequest{NodeID: "n1", Name: "a", Value: []byte("v")})
+	_, err := modSet(f.v, modReq{NodeID: "n1", Name: "a", Value: []byte("v")})
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
-	_, err = f.v.List()
+	_, err = f.v.List(500)
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
 	// A query error is never not_found.
-	_, err = f.v.Receipt("n1", "op")
+	_, err = f.v.Record(LegacyReceiptFamily, LegacyReceiptKey("n1", "op"))
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
 	_, err = f.v.Delete("a")
 	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
@@ -661,11 +675,11 @@ func TestConcurrentSets(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
 				id := "g" + itoa(g) + "-" + itoa(i)
-				if _, err := f.v.Set(SetRequest{NodeID: "n1", Name: "shared", Value: []byte(id), OperationID: &id}); err != nil {
+				if _, err := modSet(f.v, modReq{NodeID: "n1", Name: "shared", Value: []byte(id), OperationID: &id}); err != nil {
 					t.Error(err)
 				}
-				f.v.List()
-				f.v.Receipt("n1", id)
+				f.v.List(500)
+				f.v.Record(LegacyReceiptFamily, LegacyReceiptKey("n1", id))
 			}
 		}()
 	}
@@ -728,8 +742,8 @@ func callHost(t testing.TB, v *Vault, c hostcalls.Call, name, args string) (stri
 
 func TestTable(t *testing.T) {
 	f := newFixture(t)
-	want := map[string]hostcalls.AuditClass{HostCallSet: hostcalls.AuditMutation, HostCallList: hostcalls.AuditRead,
-		HostCallListPayload: hostcalls.AuditRead, HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
+	want := map[string]hostcalls.AuditClass{HostCallSet: hostcalls.AuditMutation,
+		HostCallList: hostcalls.AuditRead, HostCallDelete: hostcalls.AuditMutation, HostCallReceipt: hostcalls.AuditRead}
 	tbl := f.v.Table()
 	if len(tbl) != len(want) {
 		t.Fatalf("table has %d entries", len(tbl))
@@ -741,52 +755,75 @@ func TestTable(t *testing.T) {
 	}
 	c := &fakeCall{nodeID: "node-id", blobs: map[uint32][]byte{}}
 	c.blobs[1] = []byte("VALUE_FROM_PRIVATE_BACKEND")
-	out, err := callHost(t, f.v, c, HostCallSet, `{"name":"integration/token","valueBlob":1,"operationId":"install:token-1"}`)
-	if err != nil || out != `{"name":"integration/token","set":true,"operationId":"install:token-1","status":"applied","currentBindingMatches":true}` {
+	set := `{"name":"integration/token","valueBlob":1,"record":{"key":"op/node-id/install:token-1","value":"applied","maxPerName":128}}`
+	out, err := callHost(t, f.v, c, HostCallSet, set)
+	if err != nil || out != `{"revision":1,"written":true}` {
 		t.Fatalf("set = %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallReceipt, `{"operationId":"install:token-1"}`)
-	if err != nil || out != `{"nodeId":"node-id","operationId":"install:token-1","status":"applied","name":"integration/token","currentBindingMatches":true}` {
+	out, err = callHost(t, f.v, c, HostCallSet, set) // a replay writes nothing
+	if err != nil || out != `{"revision":1,"written":false}` || f.v.Writes() != 1 {
+		t.Fatalf("replayed set = %s %v, writes %d", out, err, f.v.Writes())
+	}
+	out, err = callHost(t, f.v, c, HostCallReceipt, `{"key":"op/node-id/install:token-1"}`)
+	if err != nil || out != `{"found":true,"value":"applied","name":"integration/token","revision":1,"currentRevision":1,"live":true,"writtenAtMs":1700000000000}` {
 		t.Fatalf("receipt = %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallList, `{}`)
-	if err != nil || out != `{"names":["integration/token"],"limit":500,"truncated":false}` {
-		t.Fatalf("list = %s %v", out, err)
+	out, err = callHost(t, f.v, c, HostCallReceipt, `{"key":"op/node-id/never"}`)
+	if err != nil || out != `{"found":false,"value":"","name":"","revision":0,"currentRevision":0,"live":false,"writtenAtMs":0}` {
+		t.Fatalf("unknown receipt = %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallListPayload, `{}`)
-	if err != nil || out != `{"payloadBlob":2}` || string(c.blobs[2]) != `{"names":["integration/token"],"limit":500,"truncated":false}` {
-		t.Fatalf("list_payload = %s %v, blob %s", out, err, c.blobs[2])
+	// Records belong to the calling module's family.
+	other := &otherModule{fakeCall: c}
+	out, err = callHost(t, f.v, other, HostCallReceipt, `{"key":"op/node-id/install:token-1"}`)
+	if err != nil || !strings.HasPrefix(out, `{"found":false`) {
+		t.Fatalf("another module read the record: %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallDelete, `{"name":" integration/token "}`)
-	if err != nil || out != `{"name":"integration/token","deleted":true}` {
+	nblobs := len(c.blobs)
+	out, err = callHost(t, f.v, c, HostCallList, `{"limit":1}`)
+	if err != nil || out != `{"names":["integration/token"],"more":false}` || len(c.blobs) != nblobs {
+		t.Fatalf("list = %s %v (blobs %d, were %d)", out, err, len(c.blobs), nblobs)
+	}
+	out, err = callHost(t, f.v, c, HostCallDelete, `{"name":"integration/token"}`)
+	if err != nil || out != `{"deleted":true}` {
 		t.Fatalf("delete = %s %v", out, err)
 	}
-	out, err = callHost(t, f.v, c, HostCallList, `{}`)
-	if err != nil || out != `{"names":[],"limit":500,"truncated":false}` {
-		t.Fatalf("list after delete = %s %v", out, err)
+	out, err = callHost(t, f.v, c, HostCallDelete, `{"name":"integration/token"}`)
+	if err != nil || out != `{"deleted":false}` {
+		t.Fatalf("second delete = %s %v", out, err)
 	}
-	// Strict args.
+	out, err = callHost(t, f.v, c, HostCallReceipt, `{"key":"op/node-id/install:token-1"}`)
+	if err != nil || out != `{"found":true,"value":"applied","name":"integration/token","revision":1,"currentRevision":1,"live":false,"writtenAtMs":1700000000000}` {
+		t.Fatalf("receipt after delete = %s %v", out, err)
+	}
+	// Strict args; the name is checked before the blob is read.
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":1,"value":"x"}`)
 	wantField(t, err, "value")
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a"}`)
 	wantField(t, err, "value")
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":99}`)
 	wantField(t, err, "value")
-	_, err = callHost(t, f.v, c, HostCallList, `{"limit":1}`)
-	wantField(t, err, "limit")
-	nblobs := len(c.blobs)
-	_, err = callHost(t, f.v, c, HostCallListPayload, `{"limit":1}`)
-	wantField(t, err, "limit")
-	if len(c.blobs) != nblobs {
-		t.Fatal("a refused list_payload stored a blob")
+	reads := c.blobReads
+	_, err = callHost(t, f.v, c, HostCallSet, `{"name":" a","valueBlob":1}`)
+	wantField(t, err, "name")
+	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":1,"record":{"key":""}}`)
+	wantField(t, err, "record")
+	if c.blobReads != reads {
+		t.Fatal("a refused set read the value blob")
 	}
+	_, err = callHost(t, f.v, c, HostCallReceipt, `{"operationId":"x"}`)
+	wantField(t, err, "operationId")
+	for _, args := range []string{`{}`, `{"limit":0}`, `{"limit":1001}`, `{"limit":-1}`} {
+		_, err = callHost(t, f.v, c, HostCallList, args)
+		wantField(t, err, "limit")
+	}
+	_, err = callHost(t, f.v, c, HostCallList, `{"limit":1,"after":"a"}`)
+	wantField(t, err, "after")
 	c.blobs[2] = bytes.Repeat([]byte("x"), 1<<20+1)
 	_, err = callHost(t, f.v, c, HostCallSet, `{"name":"a","valueBlob":2}`)
 	wantField(t, err, "value")
-	// Without a node identity, operation IDs cannot be scoped.
-	anon := &fakeCall{blobs: map[uint32][]byte{1: []byte("v")}}
-	_, err = callHost(t, f.v, anon, HostCallSet, `{"name":"a","valueBlob":1,"operationId":"x"}`)
-	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
-	_, err = callHost(t, f.v, anon, HostCallReceipt, `{"operationId":"x"}`)
-	wantDomain(t, err, protocol.CodeUnavailable, protocol.DomainVaultUnavailable)
 }
+
+// otherModule is a call from another module family.
+type otherModule struct{ *fakeCall }
+
+func (otherModule) Module() string { return "other" }

@@ -5,9 +5,11 @@
 // It validates each request with the same code the controller uses
 // (protocol/fs.go), makes the host calls of hostcalls/fs, which own every
 // effect and its confinement, and shapes the spec's payloads (adding the
-// name-derived MIME type). File bytes never enter this module: a write's
-// dataBase64 arrives as a host-side blob, and a read's chunk leaves as one.
-// Listings, stats and delete previews never enter it either: the host
+// name-derived MIME type). The mutation decisions are this module's
+// (mutate*.go): revisions, move rules, delete preview tokens and their
+// limits (state in its volatile store). File bytes never enter this
+// module: a write's dataBase64 arrives as a host-side blob, and a read's
+// chunk leaves as one. Listings and stats never enter it either: the host
 // builds those payloads (MIME types included, from the same protocol
 // table) as a blob this module returns unread, because JSON costs a wasm
 // guest about 1 µs a byte and a 500-entry listing is ~100 KB.
@@ -96,102 +98,4 @@ func read(req *sdk.Request) (*sdk.Result, error) {
 	return &sdk.Result{Payload: out, Blobs: map[string]uint32{"dataBase64": r.Blob}}, nil
 }
 
-func write(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSWriteParams
-	if err := decode(req, &p, p.Check); err != nil {
-		return nil, err
-	}
-	blob, ok := req.Blobs["dataBase64"]
-	if !ok || p.DataBase64 != nil {
-		// The host decodes dataBase64 into a blob before this module runs.
-		return nil, protocol.InvalidParams("dataBase64", "dataBase64 is required")
-	}
-	if blob.Size > protocol.FSMaxWriteBytes {
-		return nil, protocol.InvalidParams("dataBase64", "dataBase64 decodes to more than 1048576 bytes")
-	}
-	args := contract.FSWriteArgs{Path: p.Path, Blob: blob.ID, Truncate: true, Mkdirs: p.Mkdirs,
-		ExpectedModifiedAtMs: p.ExpectedModifiedAtMs}
-	if p.Offset != nil {
-		args.Offset = *p.Offset
-	}
-	if p.Truncate != nil {
-		args.Truncate = *p.Truncate
-	}
-	r, err := fs.Write(args)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
-func mkdir(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSMkdirParams
-	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSMkdir(req.Params) }); err != nil {
-		return nil, err
-	}
-	r, err := fs.Mkdir(p.Path)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
-func move(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSMoveParams
-	if err := decode(req, &p, p.Check); err != nil {
-		return nil, err
-	}
-	r, err := fs.Move(p.Path, p.Destination, *p.ExpectedModifiedAtMs, p.Overwrite)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
-func deletePreview(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSDeletePreviewParams
-	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSDeletePreview(req.Params) }); err != nil {
-		return nil, err
-	}
-	return payloadResult(fs.DeletePreviewPayload(p.Path, p.Recursive))
-}
-
-func deleteEntry(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSDeleteParams
-	if err := decode(req, &p, p.Check); err != nil {
-		return nil, err
-	}
-	r, err := fs.Delete(p.Path, p.Confirm, p.ConfirmationToken)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
 func main() {}
-
-func transferGet(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSTransferGetParams
-	if err := protocol.DecodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	p.NodeID = ""
-	r, err := fs.Send(p)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}
-
-func transferPut(req *sdk.Request) (*sdk.Result, error) {
-	var p protocol.FSTransferPutParams
-	if err := protocol.DecodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	p.NodeID = ""
-	r, err := fs.Receive(p)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Result{Payload: r}, nil
-}

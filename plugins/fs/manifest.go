@@ -23,10 +23,11 @@ var (
 // pure reads.
 var manifest = sdk.Manifest{
 	Family:       "fs",
-	Version:      "1.1.0",
+	Version:      "1.2.0",
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.write", "fs.mkdir", "fs.move",
-		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},
+	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.send", "fs.receive",
+		"fs.write_at", "fs.mkdirs", "fs.rename", "fs.walk", "fs.remove",
+		"store.get", "store.put", "store.cas", "store.delete"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,
 			DeadlineMs: protocol.DefaultTimeoutMs,

@@ -19,30 +19,30 @@ import (
 // contract.Call (a handler of another type does not compile), and at run
 // time by hostcalls/families TestTablesMatchContract.
 var (
-	_ func(string, bool) (contract.FSListResult, error)                = fs.List
-	_ func(string, bool) (contract.PayloadResult, error)               = fs.ListPayload
-	_ func(string) (contract.FSStat, error)                            = fs.Stat
-	_ func(string) (contract.PayloadResult, error)                     = fs.StatPayload
-	_ func(string, int64, int64) (contract.FSReadResult, error)        = fs.Read
-	_ func(contract.FSWriteArgs) (contract.FSWriteResult, error)       = fs.Write
-	_ func(string) (contract.FSMkdirResult, error)                     = fs.Mkdir
-	_ func(string, string, int64, bool) (contract.FSMoveResult, error) = fs.Move
-	_ func(string, bool) (contract.FSDeletePreviewResult, error)       = fs.DeletePreview
-	_ func(string, bool) (contract.PayloadResult, error)               = fs.DeletePreviewPayload
-	_ func(string, string, string) (contract.FSDeleteResult, error)    = fs.Delete
-	_ func(string) (contract.StoreGetResult, error)                    = store.Get
-	_ func(string) (contract.StoreDeleteResult, error)                 = store.Delete
-	_ func(string, string, int) (contract.StoreListResult, error)      = store.List
-	_ func(string, uint32, *string) (contract.VaultSetResult, error)   = vault.Set
-	_ func() (contract.VaultListResult, error)                         = vault.List
-	_ func() (contract.PayloadResult, error)                           = vault.ListPayload
-	_ func(string) (contract.VaultDeleteResult, error)                 = vault.Delete
-	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
-	_ func() (contract.SysinfoFigures, error)                          = sysinfo.Snapshot
-	_ func(contract.SpawnStartArgs) (contract.SpawnStartResult, error) = spawn.Start
-	_ func(string) (contract.SpawnWaitResult, error)                   = spawn.Wait
-	_ func(string) (contract.SpawnSignalResult, error)                 = spawn.Signal
-	_ func(string) (contract.SpawnReleaseResult, error)                = spawn.Release
+	_ func(string, bool) (contract.FSListResult, error)                            = fs.List
+	_ func(string, bool) (contract.PayloadResult, error)                           = fs.ListPayload
+	_ func(string) (contract.FSStat, error)                                        = fs.Stat
+	_ func(string) (contract.PayloadResult, error)                                 = fs.StatPayload
+	_ func(string, int64, int64) (contract.FSReadResult, error)                    = fs.Read
+	_ func(contract.FSWriteAtArgs) (contract.FSWriteAtResult, error)               = fs.WriteAt
+	_ func(string) (contract.FSMkdirsResult, error)                                = fs.Mkdirs
+	_ func(contract.FSRenameArgs) (contract.FSRenameResult, error)                 = fs.Rename
+	_ func(contract.FSWalkArgs) (contract.FSWalkResult, error)                     = fs.Walk
+	_ func(contract.FSRemoveArgs) (contract.FSRemoveResult, error)                 = fs.Remove
+	_ func(string) (contract.StoreGetResult, error)                                = store.Get
+	_ func(string) (contract.StoreDeleteResult, error)                             = store.Delete
+	_ func(string, string, int) (contract.StoreListResult, error)                  = store.List
+	_ func(string, uint32, *contract.VaultRecord) (contract.VaultSetResult, error) = vault.Set
+	_ func(string, uint32, *contract.VaultRecord) error                            = vault.Put
+	_ func(int) (contract.VaultListResult, error)                                  = vault.List
+	_ func(int) (json.RawMessage, bool, error)                                     = vault.ListNamesJSON
+	_ func(string) (contract.VaultDeleteResult, error)                             = vault.Delete
+	_ func(string) (contract.VaultReceiptResult, error)                            = vault.Receipt
+	_ func() (contract.SysinfoFigures, error)                                      = sysinfo.Snapshot
+	_ func(contract.SpawnStartArgs) (contract.SpawnStartResult, error)             = spawn.Start
+	_ func(string) (contract.SpawnWaitResult, error)                               = spawn.Wait
+	_ func(string) (contract.SpawnSignalResult, error)                             = spawn.Signal
+	_ func(string) (contract.SpawnReleaseResult, error)                            = spawn.Release
 )
 
 // The store wrappers (durable package-level functions and Namespace

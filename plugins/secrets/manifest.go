@@ -18,9 +18,9 @@ var (
 // reads.
 var manifest = sdk.Manifest{
 	Family:       "secrets",
-	Version:      "1.1.0",
+	Version:      "1.2.0",
 	Capabilities: []string{"secrets"},
-	HostCalls:    []string{"vault.set", "vault.list_payload", "vault.delete", "vault.receipt"},
+	HostCalls:    []string{"vault.set", "vault.list", "vault.delete", "vault.receipt"},
 	Methods: []sdk.MethodSpec{
 		{Name: protocol.MethodSecretsSet, Version: 1, Capability: "secrets", Scope: protocol.ScopeAdmin,
 			Retry: protocol.RetryMutation, DeadlineMs: protocol.DefaultTimeoutMs,

@@ -177,6 +177,120 @@ func TestShapesAndErrors(t *testing.T) {
 	}
 }
 
+// invokeAs runs method as node nodeID ("" : no authenticated identity).
+func (f *fixture) invokeAs(t testing.TB, nodeID, method, args string) (string, *protocol.Error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, perr := f.h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "i1", NodeID: nodeID, SessionGeneration: 1,
+		Method: method, Args: json.RawMessage(args)})
+	return string(out), perr
+}
+
+// TestReceiptRules checks the module's receipt logic over the vault
+// primitives (moved here from the vault's own tests, docs/SECRETS.md
+// "Receipts"): operation ids are scoped to the authenticated node
+// identity, need one, stop matching when the name is deleted or the key
+// rotated, and a name holds at most 128 receipts (the 128th passes, a new
+// 129th is refused before anything changes; a repeat at capacity and a
+// set without operationId still work).
+func TestReceiptRules(t *testing.T) {
+	f := newFixture(t)
+	set := func(node, name, value, op string) (string, *protocol.Error) {
+		return f.invokeAs(t, node, "node.secrets.set",
+			`{"nodeId":"n","name":"`+name+`","value":"`+value+`","operationId":"`+op+`"}`)
+	}
+	receipt := func(node, op string) string {
+		t.Helper()
+		out, perr := f.invokeAs(t, node, "node.secrets.receipt", `{"nodeId":"n","operationId":"`+op+`"}`)
+		if perr != nil {
+			t.Fatalf("receipt %s/%s: %v", node, op, perr)
+		}
+		return out
+	}
+	if _, perr := set("node-a", "k", "v", "op-1"); perr != nil {
+		t.Fatal(perr)
+	}
+	// The same id under another node identity is another operation.
+	if got := receipt("node-b", "op-1"); got != `{"nodeId":"node-b","operationId":"op-1","status":"not_found","name":null,"currentBindingMatches":false}` {
+		t.Fatalf("receipt under another node = %s", got)
+	}
+	if _, perr := set("node-b", "k", "other", "op-1"); perr != nil {
+		t.Fatalf("node-b's op-1: %v", perr)
+	}
+	if got := receipt("node-a", "op-1"); got != `{"nodeId":"node-a","operationId":"op-1","status":"applied","name":"k","currentBindingMatches":false}` {
+		t.Fatalf("node-a after node-b replaced k = %s", got)
+	}
+	// Without an authenticated identity an operation id cannot be scoped.
+	for _, c := range []struct{ method, args string }{
+		{"node.secrets.set", `{"nodeId":"n","name":"k","value":"v","operationId":"op-2"}`},
+		{"node.secrets.receipt", `{"nodeId":"n","operationId":"op-1"}`},
+	} {
+		_, perr := f.invokeAs(t, "", c.method, c.args)
+		if perr == nil || perr.Code != protocol.CodeUnavailable || perr.DomainCode() != protocol.DomainVaultUnavailable {
+			t.Fatalf("%s without identity: %v", c.method, perr)
+		}
+	}
+	// Deleting the name keeps the receipt; it stops matching and a repeat
+	// conflicts.
+	if _, perr := set("node-a", "gone", "v", "op-del"); perr != nil {
+		t.Fatal(perr)
+	}
+	f.must(t, "node.secrets.delete", `{"nodeId":"n","name":"gone"}`, `{"name":"gone","deleted":true}`)
+	if got := receipt("node-id", "op-del"); !strings.Contains(got, `"status":"not_found"`) {
+		t.Fatalf("op-del under node-id = %s", got)
+	}
+	if got := receipt("node-a", "op-del"); got != `{"nodeId":"node-a","operationId":"op-del","status":"applied","name":"gone","currentBindingMatches":false}` {
+		t.Fatalf("after delete = %s", got)
+	}
+	if _, perr := set("node-a", "gone", "v", "op-del"); perr == nil || perr.DomainCode() != protocol.DomainSecretOperationConflict {
+		t.Fatalf("repeat after delete: %v", perr)
+	}
+	// Capacity: 128 receipts per name, deleted names included.
+	for i := 0; i < protocol.SecretReceiptsPerName; i++ {
+		if _, perr := set("node-a", "cap", "v"+itoa(i), "cap-"+itoa(i)); perr != nil {
+			t.Fatalf("receipt %d: %v", i+1, perr)
+		}
+	}
+	w := f.v.Writes()
+	_, perr := set("node-a", "cap", "new", "cap-128")
+	if perr == nil || perr.Code != protocol.CodeConflict || perr.DomainCode() != protocol.DomainSecretReceiptCapacity ||
+		*perr.Details.MutationMayHaveApplied {
+		t.Fatalf("129th receipt: %+v", perr)
+	}
+	if got := receipt("node-a", "cap-128"); !strings.Contains(got, `"status":"not_found"`) || f.v.Writes() != w {
+		t.Fatalf("refused operation left a receipt or a write: %s", got)
+	}
+	if _, perr := set("node-a", "cap", "v127", "cap-127"); perr != nil || f.v.Writes() != w {
+		t.Fatalf("repeat at capacity: %v, writes %d", perr, f.v.Writes()-w)
+	}
+	f.must(t, "node.secrets.set", `{"nodeId":"n","name":"cap","value":"plain"}`, `{"name":"cap","set":true}`)
+	if got := receipt("node-a", "cap-0"); got != `{"nodeId":"node-a","operationId":"cap-0","status":"applied","name":"cap","currentBindingMatches":false}` {
+		t.Fatalf("oldest receipt pruned? %s", got)
+	}
+	// A key rotation re-encrypts at a new revision: bindings stop matching.
+	if _, perr := set("node-a", "rot", "v", "op-rot"); perr != nil {
+		t.Fatal(perr)
+	}
+	newKey := filepath.Join(f.root, "new.key")
+	if err := vault.GenerateKeyFile(newKey); err != nil {
+		t.Fatal(err)
+	}
+	k, err := vault.LoadKeyFile(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.v.RotateKey(k); err != nil {
+		t.Fatal(err)
+	}
+	if got := receipt("node-a", "op-rot"); got != `{"nodeId":"node-a","operationId":"op-rot","status":"applied","name":"rot","currentBindingMatches":false}` {
+		t.Fatalf("after rotation = %s", got)
+	}
+	if _, perr := set("node-a", "rot", "v", "op-rot"); perr == nil || perr.DomainCode() != protocol.DomainSecretOperationConflict {
+		t.Fatalf("repeat after rotation: %v", perr)
+	}
+}
+
 func TestCapabilityDenied(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -262,23 +376,26 @@ func TestCanaryEndToEnd(t *testing.T) {
 	})
 }
 
-// TestListThroughHostBoundary: node.secrets.list answers the vault's own
-// list payload byte for byte (HTML characters and non-ASCII names
-// included), what the module answered when it re-encoded the names itself,
-// at 500 names and, truncated, at 501.
+// TestListThroughHostBoundary: the module shapes node.secrets.list from
+// one vault.list of 500: byte for byte json.Marshal of the payload
+// (HTML characters and non-ASCII names included) with an empty vault, at
+// 500 names and, truncated, at 501.
 func TestListThroughHostBoundary(t *testing.T) {
 	f := newFixture(t)
+	if out, perr := f.invoke(t, "node.secrets.list", `{"nodeId":"node-id"}`); perr != nil || out != `{"names":[],"limit":500,"truncated":false}` {
+		t.Fatalf("empty vault: %s %v", out, perr)
+	}
 	for i := 0; i < 499; i++ {
-		if _, err := f.v.Set(vault.SetRequest{Name: "s/" + itoa(100000+i), Value: []byte("v")}); err != nil {
+		if _, err := f.v.Put(vault.PutRequest{Name: "s/" + itoa(100000+i), Value: []byte("v")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.v.Set(vault.SetRequest{Name: "<a>&b/\u2028\u00e9", Value: []byte("v")}); err != nil {
+	if _, err := f.v.Put(vault.PutRequest{Name: "<a>&b/\u2028\u00e9", Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{500, 501} {
 		if n == 501 {
-			if _, err := f.v.Set(vault.SetRequest{Name: "0-first", Value: []byte("v")}); err != nil {
+			if _, err := f.v.Put(vault.PutRequest{Name: "0-first", Value: []byte("v")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -286,13 +403,12 @@ func TestListThroughHostBoundary(t *testing.T) {
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		l, perr := f.v.List()
+		l, perr := f.v.List(500)
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		plain, _ := json.Marshal(l)
-		old, _ := json.Marshal(json.RawMessage(plain)) // the module's pass-through before 1.1.0
-		if out != string(plain) || out != string(old) {
+		plain, _ := json.Marshal(protocol.SecretsListResult{Names: l.Names, Limit: 500, Truncated: l.More})
+		if out != string(plain) {
 			t.Fatalf("n=%d:\n got %.200s\nwant %.200s", n, out, plain)
 		}
 		var r protocol.SecretsListResult
@@ -306,7 +422,7 @@ func TestListThroughHostBoundary(t *testing.T) {
 			t.Fatalf("n=%d: HTML characters not escaped: %.300s", n, out)
 		}
 	}
-	if f.calls[vault.HostCallListPayload] != 2 || f.calls[vault.HostCallList] != 0 {
+	if f.calls[vault.HostCallList] != 3 {
 		t.Fatalf("host calls %v", f.calls)
 	}
 }
@@ -330,7 +446,7 @@ func BenchmarkSetWithReceiptThroughHost(b *testing.B) {
 func BenchmarkList500ThroughHost(b *testing.B) {
 	f := newFixture(b)
 	for i := 0; i < 500; i++ {
-		if _, err := f.v.Set(vault.SetRequest{Name: "integration/service-" + itoa(100000+i) + "/api-token", Value: []byte("v")}); err != nil {
+		if _, err := f.v.Put(vault.PutRequest{Name: "integration/service-" + itoa(100000+i) + "/api-token", Value: []byte("v")}); err != nil {
 			b.Fatal(err)
 		}
 	}

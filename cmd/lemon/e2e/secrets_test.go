@@ -135,7 +135,7 @@ func TestSecretsThroughController(t *testing.T) {
 		"node.secrets.set vault.set ok", "node.secrets.receipt vault.receipt ok",
 		"node.secrets.set vault.set ok", "node.secrets.receipt vault.receipt ok",
 		"node.secrets.set vault.set secret_operation_conflict", "node.secrets.receipt vault.receipt ok",
-		"node.secrets.list vault.list_payload ok",
+		"node.secrets.list vault.list ok",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("audit events:\n got  %q\n want %q", got, want)

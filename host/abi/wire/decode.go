@@ -188,6 +188,17 @@ func (d *decoder) digits() (uint64, bool) {
 	if d.in[i] == '0' {
 		i++
 	} else {
+		// Eight digits at a time while they last (SWAR), then one by one.
+		if i+8 <= len(d.in) {
+			x := *(*uint64)(unsafe.Pointer(&d.in[i]))
+			if x&0xF0F0F0F0F0F0F0F0 == 0x3030303030303030 && (x+0x0606060606060606)&0xF0F0F0F0F0F0F0F0 == 0x3030303030303030 {
+				x -= 0x3030303030303030
+				x = x*10 + x>>8
+				x = ((x&0x000000FF000000FF)*(100+(1000000<<32)) + (x>>16&0x000000FF000000FF)*(1+(10000<<32))) >> 32
+				u = x
+				i += 8
+			}
+		}
 		for i < len(d.in) && d.in[i] >= '0' && d.in[i] <= '9' {
 			c := uint64(d.in[i] - '0')
 			if u > (1<<64-1-c)/10 {
@@ -537,30 +548,52 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 	var seen uint64
 	next := 0 // keys usually come in field order: try that one first
 	for {
-		k, ok := d.rawString()
-		if !ok {
-			return false
-		}
 		idx := -1
-		if next < len(p.fields) && p.fields[next].name == string(k) {
-			idx = next
-		} else if idx, ok = p.byName[string(k)]; !ok {
-			return false
+		// The expected next member's `"name":` is matched in one go (two
+		// word compares); otherwise the key is read and looked up.
+		if next < len(p.fields) {
+			if f := &p.fields[next]; f.keyFirst8 != 0 && d.i+16 <= len(d.in) {
+				n := len(f.key)
+				w := *(*uint64)(unsafe.Pointer(&d.in[d.i]))
+				if n < 8 {
+					w &= 1<<(8*uint(n)) - 1
+				}
+				if w == f.keyFirst8 && (n < 8 || *(*uint64)(unsafe.Pointer(&d.in[d.i+n-8])) == f.keyLast8) {
+					idx = next
+					d.i += n
+				}
+			}
+		}
+		if idx < 0 {
+			k, ok := d.rawString()
+			if !ok {
+				return false
+			}
+			if next < len(p.fields) && d.keyIs(k, &p.fields[next]) {
+				idx = next
+			} else if idx, ok = p.byName[string(k)]; !ok {
+				return false
+			}
+			// The common layout (no space) is checked inline: a call
+			// costs more than the check in a guest.
+			if d.i < len(d.in) && d.in[d.i] == ':' {
+				d.i++
+			} else if !d.consume(':') {
+				return false
+			}
 		}
 		if seen&(1<<idx) != 0 {
-			return false
-		}
-		// The common layout (no space) is checked inline: a call costs
-		// more than the check in a guest.
-		if d.i < len(d.in) && d.in[d.i] == ':' {
-			d.i++
-		} else if !d.consume(':') {
 			return false
 		}
 		seen |= 1 << idx
 		next = idx + 1
 		f := &p.fields[idx]
-		fp := f.alloc(q)
+		var fp unsafe.Pointer
+		if f.direct {
+			fp = unsafe.Add(q, f.off)
+		} else {
+			fp = f.alloc(q)
+		}
 		switch f.kind {
 		case kString:
 			if d.i < len(d.in) && d.in[d.i] == '"' {
@@ -586,7 +619,13 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 				return false
 			}
 		case kInt, kInt64:
-			if !d.null() {
+			if d.i < len(d.in) && d.in[d.i]-'0' < 10 {
+				n, ok := d.digits() // a non-negative literal, the usual case
+				if !ok || n > 1<<63-1 {
+					return false
+				}
+				*(*int64)(fp) = int64(n)
+			} else if !d.null() {
 				n, ok := d.integer(64)
 				if !ok {
 					return false
@@ -610,7 +649,13 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 				*(*uint32)(fp) = uint32(n)
 			}
 		case kUint64:
-			if !d.null() {
+			if d.i < len(d.in) && d.in[d.i]-'0' < 10 {
+				n, ok := d.digits()
+				if !ok {
+					return false
+				}
+				*(*uint64)(fp) = n
+			} else if !d.null() {
 				n, ok := d.unsigned(64)
 				if !ok {
 					return false
@@ -633,4 +678,21 @@ func (p *plan) decStruct(d *decoder, q unsafe.Pointer) bool {
 			return false
 		}
 	}
+}
+
+// keyIs reports whether key k (a slice of d.in just read) is f's name,
+// comparing words rather than bytes when the input has room to load them.
+func (d *decoder) keyIs(k []byte, f *field) bool {
+	n := len(k)
+	if n != len(f.name) {
+		return false
+	}
+	if n == 0 || n > 16 || cap(k) < 8 {
+		return string(k) == f.name
+	}
+	w := *(*uint64)(unsafe.Pointer(&k[0])) // k's capacity reaches into d.in
+	if n < 8 {
+		return w&(1<<(8*uint(n))-1) == f.first8
+	}
+	return w == f.first8 && *(*uint64)(unsafe.Pointer(&k[n-8])) == f.last8
 }

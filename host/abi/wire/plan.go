@@ -85,6 +85,26 @@ type field struct {
 	// kind is the field's basic kind for the inline fast cases of
 	// encStruct and decStruct (kOther: call p's functions).
 	kind kind
+	// first8 and last8 are the name's first and last 8 bytes as words
+	// (first8 zero-padded): decStruct compares a key with them instead of
+	// runtime.memequal, a loop iteration per byte in a guest.
+	first8, last8 uint64
+	// keyFirst8 and keyLast8 are the same of key (`"name":`), for
+	// matching the expected next member in one go.
+	keyFirst8, keyLast8 uint64
+}
+
+// nameWords returns the words field.first8 and field.last8 of name.
+func nameWords(name string) (first8, last8 uint64) {
+	for i := 0; i < 8 && i < len(name); i++ {
+		first8 |= uint64(name[i]) << (8 * i)
+	}
+	if len(name) >= 8 {
+		for i := 0; i < 8; i++ {
+			last8 |= uint64(name[len(name)-8+i]) << (8 * i)
+		}
+	}
+	return first8, last8
 }
 
 // kind names the field kinds the struct loops handle inline; a call
@@ -148,22 +168,26 @@ var (
 
 // planFor returns the plan of t, building it once.
 func planFor(t reflect.Type) *plan {
-	slot := &cache[(uintptr(typePtr(t))>>5)%uintptr(len(cache))]
-	if e := slot.Load(); e != nil && e.t == t {
+	rt := typePtr(t)
+	slot := &cache[(uint64(uintptr(rt))*0x9E3779B97F4A7C15)>>(64-cacheBits)]
+	if e := slot.Load(); e != nil && e.rt == rt {
 		return e.p
 	}
 	p := planSlow(t)
-	slot.Store(&cacheEntry{t: t, p: p})
+	slot.Store(&cacheEntry{rt: rt, p: p})
 	return p
 }
 
-// cache is a direct-mapped cache in front of plans: a sync.Map load costs
+// cache is a direct-mapped cache in front of plans, keyed by the type's
+// *rtype (a Fibonacci hash of it picks the slot): a sync.Map load costs
 // about 0.6 µs in a Go wasm guest, a slot load a few ns.
-var cache [64]atomic.Pointer[cacheEntry]
+const cacheBits = 8
+
+var cache [1 << cacheBits]atomic.Pointer[cacheEntry]
 
 type cacheEntry struct {
-	t reflect.Type
-	p *plan
+	rt unsafe.Pointer // the *rtype of the plan's type
+	p  *plan
 }
 
 // typePtr is the *rtype inside a reflect.Type, for hashing only.
@@ -558,10 +582,17 @@ func (p *plan) collect(t reflect.Type, hops []hop, depth int) bool {
 		key = append(key, ':')
 		p.byName[name] = len(p.fields)
 		f := field{name: name, key: key, hops: h, omitEmpty: omit, p: build(sf.Type), kind: kindOf(sf.Type)}
+		f.first8, f.last8 = nameWords(name)
+		if len(key) <= 16 && len(key) == len(name)+3 {
+			f.keyFirst8, f.keyLast8 = nameWords(string(key))
+		}
 		f.direct = true
 		for _, x := range h {
 			f.off += x.off
 			f.direct = f.direct && !x.ptr
+		}
+		if !f.direct {
+			f.off = 0 // only hops reach it (field.at, field.alloc)
 		}
 		p.fields = append(p.fields, f)
 	}

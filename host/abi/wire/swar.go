@@ -106,14 +106,20 @@ func appendUint(b []byte, u uint64) []byte {
 	}
 	var d [20]byte
 	i := len(d)
-	for u >= 10 {
-		i--
-		q := u / 10
-		d[i] = byte('0' + u - q*10)
+	for u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		d[i], d[i+1] = digitPairs[r], digitPairs[r+1]
 		u = q
 	}
-	i--
-	d[i] = byte('0' + u)
+	if u >= 10 {
+		i -= 2
+		d[i], d[i+1] = digitPairs[u*2], digitPairs[u*2+1]
+	} else {
+		i--
+		d[i] = byte('0' + u)
+	}
 	return append(b, d[i:]...)
 }
 
@@ -124,3 +130,8 @@ func appendInt(b []byte, n int64) []byte {
 	}
 	return appendUint(b, uint64(n))
 }
+
+// digitPairs holds "00" to "99": two digits per loop iteration.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"

@@ -332,3 +332,37 @@ func TestIntegersAtTheirBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUse builds and uses plans from many goroutines at once
+// (the host decodes host-call args concurrently); run with -race.
+func TestConcurrentUse(t *testing.T) {
+	type fresh struct {
+		A string            `json:"a"`
+		B []inner           `json:"b"`
+		C map[string]uint32 `json:"c"`
+	}
+	in := []byte(`{"a":"x","b":[{"a":"y","b":2}],"c":{"k":1}}`)
+	done := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 200; i++ {
+				var v fresh
+				if err := wire.DecodeParams(in, &v); err != nil {
+					done <- err
+					return
+				}
+				out, err := wire.Marshal(&v)
+				if err != nil || string(out) != string(in) {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

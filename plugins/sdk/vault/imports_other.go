@@ -10,8 +10,6 @@ func vaultSet(ptr, size uint32) uint64 { return 0 }
 
 func vaultList(ptr, size uint32) uint64 { return 0 }
 
-func vaultListPayload(ptr, size uint32) uint64 { return 0 }
-
 func vaultDelete(ptr, size uint32) uint64 { return 0 }
 
 func vaultReceipt(ptr, size uint32) uint64 { return 0 }

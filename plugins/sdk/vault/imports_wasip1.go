@@ -12,9 +12,6 @@ func vaultSet(ptr, size uint32) uint64
 //go:wasmimport lemon vault.list
 func vaultList(ptr, size uint32) uint64
 
-//go:wasmimport lemon vault.list_payload
-func vaultListPayload(ptr, size uint32) uint64
-
 //go:wasmimport lemon vault.delete
 func vaultDelete(ptr, size uint32) uint64
 

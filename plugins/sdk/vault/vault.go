@@ -1,8 +1,10 @@
-// Package vault is the typed guest wrapper of the vault host calls
-// (docs/HOSTCALLS.md): a write-only encrypted store of the node. Values
-// enter as input blobs and nothing reads them back. All need capability
-// "secrets"; list the calls used in the manifest's HostCalls. Errors are
-// *protocol.Error values.
+// Package vault is the typed guest wrapper of the vault primitives
+// (docs/HOSTCALLS.md, docs/SECRETS.md "Vault primitives"): a write-only
+// encrypted store of the node. Values are opaque blobs: they enter as
+// secret input blobs and nothing reads them back. Beside the values a
+// module keeps small records of its own, written atomically with a put.
+// All need capability "secrets"; list the calls used in the manifest's
+// HostCalls. Errors are *protocol.Error values.
 package vault
 
 import (
@@ -10,30 +12,38 @@ import (
 	"lemon/plugins/sdk"
 )
 
-// Set stores the bytes of input blob valueBlob under name (vault.set);
-// operationID, when not nil, records a receipt Receipt can query.
-func Set(name string, valueBlob uint32, operationID *string) (contract.VaultSetResult, error) {
-	return sdk.Invoke(vaultSet, contract.VaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, OperationID: operationID})
+// Set seals the bytes of input blob valueBlob and puts them under name
+// (stored form) at its next revision (vault.set). record, when not nil, is
+// written in the same transaction; if its key exists the call is a replay
+// that writes nothing (Written false) or fails CONFLICT (see
+// contract.VaultSetArgs).
+func Set(name string, valueBlob uint32, record *contract.VaultRecord) (contract.VaultSetResult, error) {
+	return sdk.Invoke(vaultSet, contract.VaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record})
 }
 
-// List returns the secret names, at most 500 (vault.list).
-func List() (contract.VaultListResult, error) {
-	return sdk.Invoke(vaultList, contract.VaultList, contract.Empty{})
+// Put is Set for a module that needs only success: the same host call,
+// but its result is not decoded (each decoded field costs the guest
+// microseconds, docs/ABI.md "Codec"). A replay that writes nothing is a success
+// too.
+func Put(name string, valueBlob uint32, record *contract.VaultRecord) error {
+	return sdk.Call(vaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record}, nil)
 }
 
-// ListPayload is List as a blob holding the whole node.secrets.list
-// payload (vault.list_payload); return its id unread as
-// sdk.Result.PayloadBlob.
-func ListPayload() (contract.PayloadResult, error) {
-	return sdk.Invoke(vaultListPayload, contract.VaultListPayload, contract.Empty{})
+// List returns the first limit (1 to contract.VaultListMaxLimit) names
+// holding a current, unexpired value, sorted bytewise, and whether more
+// exist (vault.list).
+func List(limit int) (contract.VaultListResult, error) {
+	return sdk.Invoke(vaultList, contract.VaultList, contract.VaultListArgs{Limit: limit})
 }
 
-// Delete deletes the secret name (vault.delete); a missing name succeeds.
+// Delete deletes the value of name (stored form) (vault.delete); Deleted
+// is false when there was none.
 func Delete(name string) (contract.VaultDeleteResult, error) {
 	return sdk.Invoke(vaultDelete, contract.VaultDelete, contract.VaultDeleteArgs{Name: name})
 }
 
-// Receipt returns this node's receipt of operationID (vault.receipt).
-func Receipt(operationID string) (contract.VaultReceiptResult, error) {
-	return sdk.Invoke(vaultReceipt, contract.VaultReceipt, contract.VaultReceiptArgs{OperationID: operationID})
+// Receipt reads this module's record key and the raw state of the name
+// its put wrote (vault.receipt).
+func Receipt(key string) (contract.VaultReceiptResult, error) {
+	return sdk.Invoke(vaultReceipt, contract.VaultReceipt, contract.VaultReceiptArgs{Key: key})
 }
