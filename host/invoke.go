@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type invocation struct {
 	awaits   map[uint32]<-chan struct{}
 	nextWait uint32
 	pending  []byte
+	scoped   map[any]io.Closer // hostcalls.Scoper values, closed when the invocation ends
 }
 
 var (
@@ -197,6 +199,7 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 		blobs:          map[uint32][]byte{},
 		awaits:         map[uint32]<-chan struct{}{},
 	}
+	defer inv.closeScoped()
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
 		return nil, perr
 	}

@@ -55,7 +55,7 @@ func TestSpecs(t *testing.T) {
 	if _, ok := contract.Lookup("fs.nope"); ok {
 		t.Fatal("Lookup of an unknown name succeeded")
 	}
-	if contract.FSStatCall.Name() != "fs.stat" || contract.FSStatCall.Spec().Result != reflect.TypeFor[contract.FSStat]() {
+	if contract.FSOpen.Name() != "fs.open" || contract.FSOpen.Spec().Result != reflect.TypeFor[contract.FSOpenResult]() {
 		t.Fatal("Call.Name/Spec")
 	}
 }

@@ -103,10 +103,13 @@ func BenchmarkWrite1MiBNative(b *testing.B) {
 
 func BenchmarkStatHostCall(b *testing.B) {
 	e, _ := benchEnv(b)
-	fn := hostCall(e, "fs.stat")
+	fn := hostCall(e, "fs.open")
 	args := []byte(`{"path":"dir/sub/file.bin"}`)
 	for b.Loop() {
-		if _, err := fn(context.Background(), newCall(), args); err != nil {
+		c := newCall()
+		_, err := fn(context.Background(), c, args)
+		c.end()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -176,12 +179,14 @@ func BenchmarkList500Native(b *testing.B) {
 // workspace directory (FS.Workspace) before its own walk.
 func BenchmarkStatHostCallWorkspace(b *testing.B) {
 	e, _ := benchEnv(b)
-	fn := hostCall(e, "fs.stat")
+	fn := hostCall(e, "fs.open")
 	args := []byte(`{"path":"sub/file.bin"}`)
-	call := newCall()
-	call.auth.Workspace = e.abs("root/dir")
 	for b.Loop() {
-		if _, err := fn(context.Background(), call, args); err != nil {
+		call := newCall()
+		call.auth.Workspace = e.abs("root/dir")
+		_, err := fn(context.Background(), call, args)
+		call.end()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

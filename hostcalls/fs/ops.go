@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -210,7 +211,7 @@ func (f *FS) openRegular(t *target, flags int) (int, *unix.Stat_t, error) {
 // offset of a regular file, stored with put (the invocation's blob store;
 // the bytes never reach guest memory). At or past EOF the chunk is empty
 // and EOF is true.
-func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*contract.FSReadResult, error) {
 	return f.read(p, offset, length, 0, put)
 }
 
@@ -230,7 +231,7 @@ func ReadChunkFor(maxResult int, path string) int {
 // read is Read with the chunk also capped so the payload fits maxResult
 // bytes (ReadChunkFor); 0 means no session limit is known. A chunk may be
 // shorter than asked: the response's length says how long it is.
-func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte) uint32) (*contract.FSReadResult, error) {
 	if offset < 0 || offset > protocol.FSMaxOffset {
 		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
 	}
@@ -256,31 +257,13 @@ func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte
 	if maxResult > 0 {
 		length = min(length, int64(ReadChunkFor(maxResult, t.path())))
 	}
-	var buf []byte
-	if offset < st.Size {
-		want := min(length, st.Size-offset)
-		buf = make([]byte, want)
-		got := 0
-		for got < len(buf) {
-			n, err := unix.Pread(fd, buf[got:], offset+int64(got))
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return nil, mapErrno(err)
-			}
-			if n == 0 {
-				break
-			}
-			got += n
-		}
-		buf = buf[:got]
+	buf, err := preadFull(fd, offset, length, st.Size)
+	if err != nil {
+		return nil, err
 	}
 	n := int64(len(buf))
-	return &protocol.FSReadCall{
-		FSReadResult: protocol.FSReadResult{Path: t.path(), Offset: offset, Length: n, Size: st.Size, EOF: offset+n >= st.Size},
-		Blob:         put(buf),
-	}, nil
+	return &contract.FSReadResult{Path: t.path(), Offset: offset, Length: n, Size: st.Size, EOF: offset+n >= st.Size,
+		Blob: put(buf)}, nil
 }
 
 // futimens sets only the modification time of fd (atime untouched).

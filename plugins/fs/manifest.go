@@ -23,9 +23,9 @@ var (
 // pure reads.
 var manifest = sdk.Manifest{
 	Family:       "fs",
-	Version:      "1.1.0",
+	Version:      version,
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.write", "fs.mkdir", "fs.move",
+	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.pread", "fs.write", "fs.mkdir", "fs.move",
 		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,

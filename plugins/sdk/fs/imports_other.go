@@ -6,14 +6,6 @@ package fs
 // without calling them (plugins/sdk/abi_other.go), so these only let
 // host-side tools and `go vet` build the package.
 
-func fsList(ptr, size uint32) uint64 { return 0 }
-
-func fsListPayload(ptr, size uint32) uint64 { return 0 }
-
-func fsStat(ptr, size uint32) uint64 { return 0 }
-
-func fsStatPayload(ptr, size uint32) uint64 { return 0 }
-
 func fsRead(ptr, size uint32) uint64 { return 0 }
 
 func fsWrite(ptr, size uint32) uint64 { return 0 }

@@ -1,0 +1,249 @@
+package shape
+
+import (
+	"bytes"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"lemon/hostcalls/contract"
+	"lemon/protocol"
+)
+
+// File type bits of st_mode (S_IFMT and its values; Linux).
+const (
+	sIFMT   = 0o170000
+	sIFREG  = 0o100000
+	sIFDIR  = 0o040000
+	sIFLNK  = 0o120000
+	sIFIFO  = 0o010000
+	sIFSOCK = 0o140000
+	sIFCHR  = 0o020000
+	sIFBLK  = 0o060000
+)
+
+// TypeName names st_mode's file type as the spec's `type` field does.
+func TypeName(mode uint32) string {
+	switch mode & sIFMT {
+	case sIFREG:
+		return "regular"
+	case sIFDIR:
+		return "directory"
+	case sIFLNK:
+		return "symlink"
+	case sIFIFO:
+		return "fifo"
+	case sIFSOCK:
+		return "socket"
+	case sIFCHR:
+		return "char_device"
+	case sIFBLK:
+		return "block_device"
+	}
+	return "unknown"
+}
+
+// IsDir and IsRegular test st_mode's file type.
+func IsDir(mode uint32) bool     { return mode&sIFMT == sIFDIR }
+func IsRegular(mode uint32) bool { return mode&sIFMT == sIFREG }
+
+// MtimeMs is the spec's mtimeMs: integer Unix ms, the ns truncated.
+func MtimeMs(st *contract.FSRawStat) int64 { return st.MtimeSec*1000 + st.MtimeNsec/1e6 }
+
+// AppendString appends s as encoding/json writes a Go string after each
+// byte that is not part of valid UTF-8 became U+FFFD (the payload bytes
+// the spec's methods have always had): HTML characters, U+2028 and
+// U+2029 escaped, \b \f \n \r \t short, other control bytes \u00XX.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&15])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendStatFields appends `"type":…,"size":…,"mtimeMs":…,"mode":…,
+// "mime":…,"readable":…,"writable":…` (mime from name).
+func appendStatFields(b []byte, name string, st *contract.FSRawStat) []byte {
+	b = append(b, `"type":"`...)
+	b = append(b, TypeName(st.Mode)...)
+	b = append(b, `","size":`...)
+	b = strconv.AppendInt(b, st.Size, 10)
+	b = append(b, `,"mtimeMs":`...)
+	b = strconv.AppendInt(b, MtimeMs(st), 10)
+	b = append(b, `,"mode":`...)
+	b = strconv.AppendUint(b, uint64(st.Mode), 10)
+	b = append(b, `,"mime":`...)
+	b = AppendString(b, MIME(name))
+	b = append(b, `,"readable":`...)
+	b = strconv.AppendBool(b, st.Readable)
+	b = append(b, `,"writable":`...)
+	return strconv.AppendBool(b, st.Writable)
+}
+
+// StatPayload is the node.fs.stat payload of canonical path with raw
+// stat st: {path, type, size, mtimeMs, mode, mime, readable, writable}.
+func StatPayload(path string, st *contract.FSRawStat) []byte {
+	b := make([]byte, 0, 160+len(path))
+	b = append(b, `{"path":`...)
+	b = AppendString(b, fixUTF8(path))
+	b = append(b, ',')
+	b = appendStatFields(b, fixUTF8(path), st)
+	return append(b, '}')
+}
+
+// fixUTF8 replaces each byte of s that is not part of valid UTF-8 with
+// U+FFFD, as the payloads always did before taking a MIME type of a name.
+func fixUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
+}
+
+// Lister gathers a node.fs.list from fs.readdir batches: it keeps the
+// FSListLimit+1 smallest visible names in byte order (hidden names, those
+// starting with '.', only with ShowHidden), so a directory of any size
+// costs bounded memory.
+type Lister struct {
+	ShowHidden bool
+	names      [][]byte // sorted, at most keep
+}
+
+const keep = protocol.FSListLimit + 1
+
+// Add considers one entry name (its bytes are copied when kept).
+func (l *Lister) Add(name []byte) {
+	if len(name) == 0 || !l.ShowHidden && name[0] == '.' {
+		return
+	}
+	if len(l.names) == keep && bytes.Compare(name, l.names[keep-1]) >= 0 {
+		return
+	}
+	i := sort.Search(len(l.names), func(i int) bool { return bytes.Compare(l.names[i], name) >= 0 })
+	if len(l.names) < keep {
+		l.names = append(l.names, nil)
+	}
+	copy(l.names[i+1:], l.names[i:])
+	l.names[i] = append([]byte(nil), name...)
+}
+
+// Names returns the listed names (at most FSListLimit) and whether more
+// visible names exist.
+func (l *Lister) Names() (names [][]byte, truncated bool) {
+	if len(l.names) > protocol.FSListLimit {
+		return l.names[:protocol.FSListLimit], true
+	}
+	return l.names, false
+}
+
+// ToStat returns the names that are valid UTF-8 (the others are listed as
+// invalid_path and never stat'ed: they cannot be named in a later
+// request, and two of them could look alike once shown with U+FFFD).
+func ToStat(names [][]byte) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if utf8.Valid(n) {
+			out = append(out, string(n))
+		}
+	}
+	return out
+}
+
+// ListPayload is the node.fs.list payload of canonical path: names as
+// Names returned them; stats holds, for each name ToStat kept, in order,
+// its raw stat or a domain error code (contract.ParseFSStatAt's records).
+func ListPayload(path string, names [][]byte, truncated bool, stats []*contract.FSRawStat, errs []string) []byte {
+	b := make([]byte, 0, 64+len(path)+len(names)*160)
+	b = append(b, `{"path":`...)
+	b = AppendString(b, fixUTF8(path))
+	b = append(b, `,"entries":[`...)
+	k := 0
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name := string(n)
+		b = append(b, `{"name":`...)
+		b = AppendString(b, name)
+		switch {
+		case !utf8.ValidString(name):
+			b = append(b, `,"error":"`...)
+			b = append(b, protocol.DomainInvalidPath...)
+			b = append(b, '"')
+		case k < len(stats) && stats[k] != nil:
+			b = append(b, ',')
+			b = appendStatFields(b, name, stats[k])
+			k++
+		default:
+			code := protocol.DomainFilesystemError
+			if k < len(errs) && errs[k] != "" {
+				code = errs[k]
+			}
+			b = append(b, `,"error":`...)
+			b = AppendString(b, code)
+			k++
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"limit":`...)
+	b = strconv.AppendInt(b, protocol.FSListLimit, 10)
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, truncated)
+	return append(b, '}')
+}
