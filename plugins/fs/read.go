@@ -65,15 +65,16 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	toStat := shape.ToStat(names)
 	stats := make([]*contract.FSRawStat, 0, len(toStat))
 	errs := make([]string, 0, len(toStat))
+	all := make([]contract.FSRawStat, len(toStat))
 	if len(toStat) > 0 {
 		raw, err := fs.StatAt(h.Handle, toStat)
 		if err != nil {
 			return nil, err
 		}
 		err = contract.ParseFSStatAt(raw, func(st *contract.FSRawStat, code string) {
-			if st != nil {
-				c := *st
-				st = &c
+			if st != nil && len(stats) < len(all) {
+				all[len(stats)] = *st
+				st = &all[len(stats)]
 			}
 			stats = append(stats, st)
 			errs = append(errs, code)

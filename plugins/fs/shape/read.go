@@ -2,7 +2,7 @@ package shape
 
 import (
 	"bytes"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -159,37 +159,56 @@ func fixUTF8(s string) string {
 // Lister gathers a node.fs.list from fs.readdir batches: it keeps the
 // FSListLimit+1 smallest visible names in byte order (hidden names, those
 // starting with '.', only with ShowHidden), so a directory of any size
-// costs bounded memory.
+// costs bounded memory: names pile up in one arena and, past 4×(limit+1)
+// of them, are sorted and cut back to the limit+1 smallest.
 type Lister struct {
 	ShowHidden bool
-	names      [][]byte // sorted, at most keep
+	arena      []byte
+	spans      []span
 }
+
+type span struct{ off, n uint32 }
 
 const keep = protocol.FSListLimit + 1
 
-// Add considers one entry name (its bytes are copied when kept).
+// Add considers one entry name (its bytes are copied).
 func (l *Lister) Add(name []byte) {
 	if len(name) == 0 || !l.ShowHidden && name[0] == '.' {
 		return
 	}
-	if len(l.names) == keep && bytes.Compare(name, l.names[keep-1]) >= 0 {
-		return
+	if len(l.spans) >= 4*keep {
+		l.compact()
 	}
-	i := sort.Search(len(l.names), func(i int) bool { return bytes.Compare(l.names[i], name) >= 0 })
-	if len(l.names) < keep {
-		l.names = append(l.names, nil)
-	}
-	copy(l.names[i+1:], l.names[i:])
-	l.names[i] = append([]byte(nil), name...)
+	l.spans = append(l.spans, span{uint32(len(l.arena)), uint32(len(name))})
+	l.arena = append(l.arena, name...)
 }
 
-// Names returns the listed names (at most FSListLimit) and whether more
-// visible names exist.
-func (l *Lister) Names() (names [][]byte, truncated bool) {
-	if len(l.names) > protocol.FSListLimit {
-		return l.names[:protocol.FSListLimit], true
+func (l *Lister) name(s span) []byte { return l.arena[s.off : s.off+s.n] }
+
+// compact sorts the names and keeps the keep smallest, in a new arena.
+func (l *Lister) compact() {
+	slices.SortFunc(l.spans, func(a, b span) int { return bytes.Compare(l.name(a), l.name(b)) })
+	if len(l.spans) <= keep {
+		return
 	}
-	return l.names, false
+	arena := make([]byte, 0, len(l.arena))
+	for i, s := range l.spans[:keep] {
+		l.spans[i] = span{uint32(len(arena)), s.n}
+		arena = append(arena, l.name(s)...)
+	}
+	l.spans, l.arena = l.spans[:keep], arena
+}
+
+// Names returns the listed names in byte order (at most FSListLimit;
+// they alias the Lister's memory) and whether more visible names exist.
+func (l *Lister) Names() (names [][]byte, truncated bool) {
+	l.compact()
+	n := min(len(l.spans), protocol.FSListLimit)
+	names = make([][]byte, n)
+	for i := range names {
+		names[i] = l.name(l.spans[i])
+	}
+	return names, len(l.spans) > protocol.FSListLimit
 }
 
 // ToStat returns the names that are valid UTF-8 (the others are listed as

@@ -1,0 +1,76 @@
+package shape
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// TestAppendStringMatchesEncodingJSON: for every string, AppendString
+// writes what encoding/json writes for the same string once each invalid
+// UTF-8 byte is U+FFFD (the bytes node.fs payloads have always had).
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	in := []string{"", "plain.txt", "<a>&b.html", `q"b\s`, "ctl\x00\x01\x1f\b\f\n\r\t\x7f", "ls\u2028ps\u2029",
+		"bad\xff\xfe.txt", "cut\xc3", "mixed\xe2\x82.x\xffy", "emoji-\U0001F600", "\xed\xa0\x80", "é\u00e9"}
+	for c := 0; c < 256; c++ {
+		in = append(in, "x"+string(rune(c))+"y", "x"+string([]byte{byte(c)})+"y")
+	}
+	for _, s := range in {
+		want, _ := json.Marshal(fixUTF8(s))
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Errorf("%q: got %s, want %s", s, got, want)
+		}
+	}
+}
+
+// TestListerKeepsSmallest: whatever the order and count of names, the
+// Lister gives the 500 smallest visible ones in byte order, truncated
+// exactly when more than 500 are visible (500 passes, 501 truncates),
+// across its compactions.
+func TestListerKeepsSmallest(t *testing.T) {
+	for _, n := range []int{0, 1, 500, 501, 2004, 2005, 5000} {
+		for _, hidden := range []bool{false, true} {
+			var names []string
+			for i := 0; i < n; i++ {
+				names = append(names, fmt.Sprintf("n%05d", i))
+			}
+			names = append(names, ".h1", ".h2")
+			rand.New(rand.NewSource(int64(n))).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+			l := Lister{ShowHidden: hidden}
+			for _, s := range names {
+				l.Add([]byte(s))
+			}
+			got, trunc := l.Names()
+			visible := n
+			if hidden {
+				visible += 2
+			}
+			want := min(visible, 500)
+			if len(got) != want || trunc != (visible > 500) {
+				t.Fatalf("n=%d hidden=%v: %d names, truncated %v", n, hidden, len(got), trunc)
+			}
+			for i := 1; i < len(got); i++ {
+				if string(got[i-1]) >= string(got[i]) {
+					t.Fatalf("n=%d: not in byte order at %d", n, i)
+				}
+			}
+			if n > 0 && !hidden && string(got[0]) != "n00000" || n > 0 && hidden && !strings.HasPrefix(string(got[0]), ".h1") {
+				t.Fatalf("n=%d hidden=%v: first %q", n, hidden, got[0])
+			}
+		}
+	}
+}
+
+// TestMIME: the table answers case-insensitively from the last path
+// component. (Overrides, set with -ldflags -X, is exercised end to end by
+// cmd/lemon/e2e TestFSModuleMIMEChangeShipsAsModule.)
+func TestMIME(t *testing.T) {
+	for name, want := range map[string]string{"a/b.TXT": "text/plain", "x.tar.gz": "application/gzip", ".bashrc": "application/octet-stream",
+		"trail.": "application/octet-stream", "dir.md/noext": "application/octet-stream", "r.PDF": "application/pdf"} {
+		if got := MIME(name); got != want {
+			t.Errorf("MIME(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
