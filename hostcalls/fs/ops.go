@@ -2,10 +2,8 @@ package fs
 
 import (
 	"encoding/json"
-	"sort"
 	"strconv"
 	"sync/atomic"
-	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -80,19 +78,6 @@ func entryStatOf(dir int, name string, st *unix.Stat_t) *protocol.FSEntryStat {
 	}
 }
 
-// Stat implements fs.stat: the metadata of the canonical target.
-func (f *FS) Stat(p string) (*protocol.FSStat, error) {
-	t, err := f.resolve(p, walkOpts{followFinal: true})
-	if err != nil {
-		return nil, err
-	}
-	defer f.closeTarget(t)
-	if !t.exists {
-		return nil, errNotFound()
-	}
-	return statOf(t.dir, t.name, &t.st, t.path()), nil
-}
-
 // readDirNames reads every name of an open directory except . and ..,
 // calling fn for each.
 func readDirNames(fd int, fn func(name string)) error {
@@ -115,73 +100,6 @@ func readDirNames(fd int, fn func(name string)) error {
 			fn(nm)
 		}
 	}
-}
-
-// List implements fs.list: the directory's entries by lstat, sorted by
-// name (bytewise), dot-names only with showHidden, at most 500 with
-// truncated when more visible names exist. Memory stays bounded for huge
-// directories: only the 501 smallest names are kept.
-func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
-	t, err := f.resolve(p, walkOpts{followFinal: true})
-	if err != nil {
-		return nil, err
-	}
-	defer f.closeTarget(t)
-	if !t.exists {
-		return nil, errNotFound()
-	}
-	if !isDir(&t.st) {
-		return nil, errNotDir()
-	}
-	dfd, err := f.openAt(t.dir, t.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, mapErrno(err)
-	}
-	defer f.closeFD(dfd)
-	const keep = protocol.FSListLimit + 1
-	var smallest []string
-	visible := 0
-	err = readDirNames(dfd, func(name string) {
-		if !showHidden && name[0] == '.' {
-			return
-		}
-		visible++
-		if len(smallest) == keep && name >= smallest[keep-1] {
-			return
-		}
-		i := sort.SearchStrings(smallest, name)
-		if len(smallest) < keep {
-			smallest = append(smallest, "")
-		}
-		copy(smallest[i+1:], smallest[i:])
-		smallest[i] = name
-	})
-	if err != nil {
-		return nil, mapErrno(err)
-	}
-	res := &protocol.FSListResult{Path: t.path(), Entries: []protocol.FSListEntry{}, Limit: protocol.FSListLimit}
-	if len(smallest) > protocol.FSListLimit {
-		smallest = smallest[:protocol.FSListLimit]
-		res.Truncated = true
-	}
-	for _, name := range smallest {
-		// A name that is not UTF-8 cannot be named in a later request
-		// (paths must be UTF-8) and would show with U+FFFD in place of its
-		// bytes, so two such names could look alike: it is listed as
-		// {name, error:"invalid_path"} and never as a usable entry.
-		if !utf8.ValidString(name) {
-			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.DomainInvalidPath})
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})
-			continue
-		}
-		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSEntryStat: entryStatOf(dfd, name, &st)})
-	}
-	_ = visible
-	return res, nil
 }
 
 // openRegular opens an existing regular target for I/O. The type is
