@@ -25,7 +25,7 @@ var manifest = sdk.Manifest{
 	Family:       "fs",
 	Version:      version,
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.pread", "fs.write", "fs.mkdir", "fs.move",
+	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
 		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,

@@ -86,8 +86,9 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	return &sdk.Result{Payload: json.RawMessage(shape.ListPayload(h.Path, names, truncated, stats, errs))}, nil
 }
 
-// read serves node.fs.read: fs.open, then fs.pread into a blob the host
-// writes into dataBase64 as base64 (the bytes never enter this module).
+// read serves node.fs.read: fs.read (fs.open and fs.pread in one host
+// call) reads the chunk into a blob the host writes into dataBase64 as
+// base64; the bytes never enter this module.
 func read(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSReadParams
 	if err := decode(req, &p, p.Check); err != nil {
@@ -100,29 +101,22 @@ func read(req *sdk.Request) (*sdk.Result, error) {
 	if p.Length != nil {
 		length = *p.Length
 	}
-	h, err := fs.Open(p.Path, false)
-	if err != nil {
-		return nil, err
-	}
-	if !shape.IsRegular(h.Stat.Mode) {
-		return nil, protocol.FSError(protocol.DomainNotRegularFile)
-	}
-	r, err := fs.PRead(h.Handle, offset, length)
+	r, err := fs.Read(p.Path, offset, length)
 	if err != nil {
 		return nil, err
 	}
 	// {path, offset, length, size, mime, eof}; the host adds dataBase64.
-	b := make([]byte, 0, 128+len(h.Path))
+	b := make([]byte, 0, 128+len(r.Path))
 	b = append(b, `{"path":`...)
-	b = shape.AppendString(b, h.Path)
+	b = shape.AppendString(b, r.Path)
 	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, offset, 10)
+	b = strconv.AppendInt(b, r.Offset, 10)
 	b = append(b, `,"length":`...)
 	b = strconv.AppendInt(b, r.Length, 10)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, r.Size, 10)
 	b = append(b, `,"mime":`...)
-	b = shape.AppendString(b, shape.MIME(h.Path))
+	b = shape.AppendString(b, shape.MIME(r.Path))
 	b = append(b, `,"eof":`...)
 	b = strconv.AppendBool(b, r.EOF)
 	b = append(b, '}')
