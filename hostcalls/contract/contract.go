@@ -22,7 +22,7 @@ import (
 // of module "lemon" ("family.operation").
 type Call[A, R any] struct{ name string }
 
-// Name is the import name, e.g. "fs.stat".
+// Name is the import name, e.g. "fs.open".
 func (c Call[A, R]) Name() string { return c.name }
 
 // Spec returns the type-erased description of c.
