@@ -38,7 +38,7 @@ func init() {
 // decode strictly decodes params into v and runs check; the error is
 // always a bounded *protocol.Error.
 func decode(req *sdk.Request, v any, check func() *protocol.Error) error {
-	if err := protocol.DecodeParams(req.Params, v); err != nil {
+	if err := req.Decode(v); err != nil {
 		return err
 	}
 	if err := check(); err != nil {

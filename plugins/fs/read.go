@@ -18,11 +18,20 @@ import (
 // with another MIME table (shape.Overrides), under a version of its own.
 var version = "1.2.0"
 
+// checkNodePath is protocol.ValidateFSStat's (and ValidateFSList's)
+// check on params already decoded strictly: no second decode.
+func checkNodePath(nodeID, path string) *protocol.Error {
+	if err := protocol.RequireNodeID(nodeID); err != nil {
+		return err
+	}
+	return protocol.ValidateFSPath("path", path)
+}
+
 // stat serves node.fs.stat: fs.open's raw stat, shaped with the MIME type
 // of the canonical path's last component.
 func stat(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSStatParams
-	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSStat(req.Params) }); err != nil {
+	if err := decode(req, &p, func() *protocol.Error { return checkNodePath(p.NodeID, p.Path) }); err != nil {
 		return nil, err
 	}
 	h, err := fs.Open(p.Path, false)
@@ -37,7 +46,7 @@ func stat(req *sdk.Request) (*sdk.Result, error) {
 // order kept (shape.Lister), then one fs.statat of those that are UTF-8.
 func list(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSListParams
-	if err := decode(req, &p, func() *protocol.Error { return protocol.ValidateFSList(req.Params) }); err != nil {
+	if err := decode(req, &p, func() *protocol.Error { return checkNodePath(p.NodeID, p.Path) }); err != nil {
 		return nil, err
 	}
 	h, err := fs.Open(p.Path, false)

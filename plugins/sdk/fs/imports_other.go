@@ -23,3 +23,13 @@ func fsDelete(ptr, size uint32) uint64 { return 0 }
 func fsSend(ptr, size uint32) uint64 { return 0 }
 
 func fsReceive(ptr, size uint32) uint64 { return 0 }
+
+func fsOpen(ptr, size uint32) uint64 { return 0 }
+
+func fsClose(ptr, size uint32) uint64 { return 0 }
+
+func fsReadDir(ptr, size uint32) uint64 { return 0 }
+
+func fsStatAt(ptr, size uint32) uint64 { return 0 }
+
+func fsPRead(ptr, size uint32) uint64 { return 0 }
