@@ -23,7 +23,7 @@ var (
 // pure reads.
 var manifest = sdk.Manifest{
 	Family:       "fs",
-	Version:      version,
+	Version:      moduleVersion(),
 	Capabilities: []string{"read", "write"},
 	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
 		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},

@@ -13,10 +13,19 @@ import (
 	"lemon/protocol"
 )
 
-// version is the module version in the manifest; a build may set it
-// (-ldflags '-X main.version=...') to ship a changed module, such as one
-// with another MIME table (shape.Overrides), under a version of its own.
-var version = "1.2.0"
+// versionOverride, when set at build time (-ldflags '-X
+// main.versionOverride=...'), replaces the manifest's module version, to
+// ship a changed module (such as one with another MIME table,
+// shape.Overrides) under a version of its own.
+var versionOverride string
+
+// moduleVersion is the version in the manifest: 1.2.0 unless overridden.
+func moduleVersion() string {
+	if versionOverride != "" {
+		return versionOverride
+	}
+	return "1.2.0"
+}
 
 // checkNodePath is protocol.ValidateFSStat's (and ValidateFSList's)
 // check on params already decoded strictly: no second decode.

@@ -31,7 +31,7 @@ func TestFSModuleMIMEChangeShipsAsModule(t *testing.T) {
 
 	wasm := filepath.Join(base, "fs-mime.wasm")
 	build := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", wasm,
-		"-ldflags", "-X main.version=1.2.1-mime -X lemon/plugins/fs/shape.Overrides=txt=text/x-lemon-e2e", "./plugins/fs")
+		"-ldflags", "-X main.versionOverride=1.2.1-mime -X lemon/plugins/fs/shape.Overrides=txt=text/x-lemon-e2e", "./plugins/fs")
 	build.Dir = hosttest.RepoRoot()
 	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
