@@ -10,6 +10,7 @@ import (
 	"lemon/host/hosttest"
 	"lemon/hostcalls"
 	"lemon/hostcalls/sysinfo"
+	"lemon/plugins/hostinfo/shape"
 	"lemon/protocol"
 )
 
@@ -44,11 +45,11 @@ func BenchmarkHostInfoNative(b *testing.B) {
 		if err := protocol.ValidateHostInfo(params); err != nil {
 			b.Fatal(err)
 		}
-		snap, err := si.Snapshot()
+		f, err := si.Figures()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := json.Marshal(snap); err != nil {
+		if _, err := json.Marshal(shape.Payload(*f)); err != nil {
 			b.Fatal(err)
 		}
 	}

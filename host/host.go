@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"lemon/audit"
+	"lemon/host/abi"
 	"lemon/host/moduleset"
 	"lemon/hostcalls"
 	"lemon/protocol"
@@ -235,6 +236,7 @@ const (
 	ReasonHostCallUnavailable = "hostcall_unavailable" // needs a host call this node does not offer
 	ReasonImportsNotDeclared  = "imports_not_declared" // imports a host call its manifest does not declare
 	ReasonInstantiateFailed   = "instantiate_failed"   // start function or ABI exports failed
+	ReasonABIMismatch         = "abi_mismatch"         // built for another ABI version (lemon_abi_version)
 	ReasonDescribeFailed      = "describe_failed"      // lemon_describe failed or is not JSON
 	ReasonManifestInvalid     = "manifest_invalid"     // the described manifest breaks the ABI rules
 	ReasonFamilyMismatch      = "family_mismatch"      // describes another family than pinned
@@ -488,6 +490,10 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 	inst, err := mod.pool.instantiate(ctx)
 	if err != nil {
 		compiled.Close(ctx)
+		var mismatch *abiMismatch
+		if errors.As(err, &mismatch) {
+			return nil, refuse(ReasonABIMismatch, "%v", err)
+		}
 		return nil, refuse(ReasonInstantiateFailed, "instantiate: %v", err)
 	}
 	man, err := describe(ctx, inst)
@@ -504,19 +510,21 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
 		return nil, err
 	}
 	mod.methodSpecs = map[string]MethodSpec{}
+	mod.noContextCaps = map[string]map[string]bool{}
 	for _, ms := range man.Methods {
 		mod.methodSpecs[ms.Name] = ms
+		mod.noContextCaps[ms.Name] = h.gate.effectiveCaps(man.Capabilities, nil, false, methodCaps(ms))
 	}
 	mod.pool.addIdle(inst)
 	return mod, nil
 }
 
-// checkManifest enforces: ABI 1; every import from "lemon" is declared;
+// checkManifest enforces: the manifest's abi is abi.Version; every import from "lemon" is declared;
 // every declared host call exists and needs a declared capability; every
 // method needs a declared capability; blob specs are sane.
 func (h *Host) checkManifest(compiled wazero.CompiledModule, man Manifest) error {
-	if man.ABI != 1 {
-		return rejected("unsupported ABI %d", man.ABI)
+	if man.ABI != abi.Version {
+		return refuse(ReasonABIMismatch, "module %s declares ABI %d; rebuild with the current SDK (this node runs ABI %d)", man.Family, man.ABI, abi.Version)
 	}
 	if man.Family == "" || man.Version == "" {
 		return rejected("manifest lacks family or version")

@@ -18,6 +18,7 @@ import (
 	"lemon/host/moduleset"
 	"lemon/hostcalls"
 	"lemon/hostcalls/sysinfo"
+	"lemon/plugins/hostinfo/shape"
 	"lemon/protocol"
 )
 
@@ -136,7 +137,7 @@ func TestHostInfoThroughModule(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	var got sysinfo.Snapshot
+	var got shape.HostInfo
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"lemon/host/abi"
+	"lemon/host/abi/wire"
 	"lemon/hostcalls"
 	"lemon/protocol"
 )
@@ -79,6 +80,9 @@ func (inv *invocation) PutBlob(b []byte) uint32 {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.nextBlob++
+	if inv.blobs == nil {
+		inv.blobs = map[uint32][]byte{} // most invocations make no blob
+	}
 	inv.blobs[inv.nextBlob] = b
 	return inv.nextBlob
 }
@@ -132,6 +136,9 @@ func (inv *invocation) Await(done <-chan struct{}) uint32 {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.nextWait++
+	if inv.awaits == nil {
+		inv.awaits = map[uint32]<-chan struct{}{}
+	}
 	inv.awaits[inv.nextWait] = done
 	return inv.nextWait
 }
@@ -195,9 +202,7 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 		outcome:        req.Outcome,
 		readOnly:       bound.auth.ReadOnly,
 		readOnlyMethod: spec.Retry == protocol.RetryRead,
-		caps:           h.gate.effectiveCaps(mod.manifest.Capabilities, bound.caps, bound.present, methodCaps(spec)),
-		blobs:          map[uint32][]byte{},
-		awaits:         map[uint32]<-chan struct{}{},
+		caps:           mod.effectiveCaps(req.Method, bound),
 	}
 	defer inv.closeScoped()
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
@@ -261,10 +266,7 @@ const graceAfterDeadline = 5e9
 
 // runOnce runs the module once on a pooled instance.
 func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Output, *protocol.Error) {
-	input, err := json.Marshal(in)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "invocation could not be encoded")
-	}
+	input := abi.AppendInput(nil, in)
 	inst, err := mod.pool.get(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -286,11 +288,11 @@ func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Ou
 		return nil, protocol.DomainError(protocol.CodeInternal, protocol.DomainModuleTrapped, "module trapped")
 	}
 	mod.pool.put(ctx, inst)
-	var out abi.Output
-	if err := json.Unmarshal(raw, &out); err != nil {
+	out, err := abi.DecodeOutput(raw)
+	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "module returned a malformed result")
 	}
-	return &out, nil
+	return out, nil
 }
 
 // decodeInputBlobs moves the declared blob fields out of params into
@@ -386,6 +388,14 @@ func (inv *invocation) decodeInputBlobs(args json.RawMessage, specs map[string]a
 // inline payload, with output blobs encoded into it.
 func (inv *invocation) finishPayload(out *abi.Output) (json.RawMessage, *protocol.Error) {
 	payload := out.Payload
+	if len(payload) > 0 {
+		// The guest's payload JSON is compacted and checked here, as
+		// json.Marshal would have in the guest (docs/ABI.md, "Result").
+		var ok bool
+		if payload, ok = wire.AppendCompact(make([]byte, 0, len(payload)), payload); !ok {
+			return nil, protocol.Errorf(protocol.CodeInternal, "module returned a malformed payload")
+		}
+	}
 	if out.PayloadBlob != 0 {
 		b, ok := inv.Blob(out.PayloadBlob)
 		if inv.BlobSecret(out.PayloadBlob) {

@@ -26,7 +26,23 @@ type Module struct {
 	family      string
 	sha256      string
 	methodSpecs map[string]MethodSpec
-	pool        *pool
+	// noContextCaps are each method's effective capabilities for a request
+	// without an execution context (they depend on nothing else), computed
+	// once at load instead of per request.
+	noContextCaps map[string]map[string]bool
+	pool          *pool
+}
+
+// effectiveCaps returns the capabilities a request for method may use:
+// precomputed without a context, else manifest ∩ ceiling ∩ context ∩
+// method (Gate.effectiveCaps). The map is read-only.
+func (m *Module) effectiveCaps(method string, bound boundContext) map[string]bool {
+	if !bound.present {
+		if caps, ok := m.noContextCaps[method]; ok {
+			return caps
+		}
+	}
+	return m.host.gate.effectiveCaps(m.manifest.Capabilities, bound.caps, bound.present, methodCaps(m.methodSpecs[method]))
 }
 
 // Manifest returns what the module declared.
@@ -75,9 +91,14 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing lemon_abi_version")
 	}
-	if r, err := v.Call(ctx); err != nil || len(r) != 1 || api.DecodeI32(r[0]) != abi.Version {
+	r, err := v.Call(ctx)
+	if err != nil || len(r) != 1 {
 		mod.Close(ctx)
-		return nil, fmt.Errorf("unsupported ABI version")
+		return nil, fmt.Errorf("lemon_abi_version failed")
+	}
+	if got := api.DecodeI32(r[0]); got != abi.Version {
+		mod.Close(ctx)
+		return nil, &abiMismatch{got: got}
 	}
 	p.mu.Lock()
 	p.created++
@@ -207,4 +228,12 @@ func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
 		return nil, err
 	}
 	return readPacked(inst, r[0])
+}
+
+// abiMismatch is a module built for another ABI version than the host's
+// (abi.Version); the host refuses it at load (docs/ABI.md, "Versions").
+type abiMismatch struct{ got int32 }
+
+func (e *abiMismatch) Error() string {
+	return fmt.Sprintf("module built for ABI %d; rebuild with the current SDK (this node runs ABI %d)", e.got, abi.Version)
 }

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -275,4 +276,28 @@ func TestKVFamilyOnTheStore(t *testing.T) {
 			t.Fatalf("get after a refused put: %s %v", out, perr)
 		}
 	})
+}
+
+// A module built for ABI 1 (JSON envelopes) is refused at load with a
+// reason that names its version and says to rebuild it (docs/ABI.md,
+// "Versions"); nothing of it runs.
+func TestLoadRefusesABI1Module(t *testing.T) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{CacheDir: hosttest.CacheDir(t), Ceiling: hostcalls.AllCapabilities})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	wasm := hosttest.Build(t, "host/testdata/abi1mod")
+	_, err = h.Load(ctx, hosttest.Pin("old", wasm), wasm)
+	if !errors.Is(err, host.ErrModuleRejected) {
+		t.Fatalf("Load = %v, want a refusal", err)
+	}
+	want := host.ReasonABIMismatch + ": module built for ABI 1; rebuild with the current SDK (this node runs ABI 2)"
+	if got := host.ReasonOf(err); got != want {
+		t.Fatalf("reason = %q, want %q", got, want)
+	}
+	if _, ok := h.Methods()["old.ping"]; ok {
+		t.Fatal("a refused module's method is served")
+	}
 }

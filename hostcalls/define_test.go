@@ -76,8 +76,8 @@ func TestJSONFields(t *testing.T) {
 // the result (go test -run '^$' -bench Define ./hostcalls).
 func BenchmarkDefine(b *testing.B) {
 	empty := hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapHostInfo, hostcalls.AuditMeta,
-		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoSnapshot, error) {
-			return contract.SysinfoSnapshot{Hostname: "h", OS: "linux", CPUCount: 2}, nil
+		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoFigures, error) {
+			return contract.SysinfoFigures{Hostname: "h", GOOS: "linux", CPUCount: 2}, nil
 		})
 	stat := hostcalls.Define(contract.FSOpen, hostcalls.CapRead, hostcalls.AuditMeta,
 		func(context.Context, hostcalls.Call, contract.FSOpenArgs) (contract.FSOpenResult, error) {

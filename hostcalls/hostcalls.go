@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 
+	"lemon/host/abi/wire"
 	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
@@ -210,9 +211,10 @@ var ErrInvalidArgs = ErrorSpec{Code: protocol.CodeInvalidParams,
 	When: "args are not a JSON object of the contract's fields and types (unknown fields included)"}
 
 // Define builds a table entry from the contract description c: the
-// entry's Func decodes args strictly into A (protocol.DecodeParams, an
-// INVALID_PARAMS error naming the field), calls fn, and encodes its R as
-// the JSON result. An error from fn is returned as is (the gate turns a
+// entry's Func decodes args strictly into A (protocol.DecodeParams's
+// result and errors, an INVALID_PARAMS error naming the field, through
+// the ABI codec lemon/host/abi/wire), calls fn, and encodes its R as the
+// JSON result (json.Marshal's bytes, through the same codec). An error from fn is returned as is (the gate turns a
 // non-*protocol.Error into INTERNAL_ERROR). errs are the errors fn can
 // return; ErrInvalidArgs is added first.
 func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass,
@@ -225,7 +227,7 @@ func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass
 			// {} decodes to the zero A whatever A is (the common args of
 			// calls that take none); skip the strict decoder for it.
 			if len(args) != 2 || args[0] != '{' || args[1] != '}' {
-				if perr := protocol.DecodeParams(args, &a); perr != nil {
+				if perr := wire.DecodeParams(args, &a); perr != nil {
 					return nil, perr
 				}
 			}
@@ -233,7 +235,7 @@ func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass
 			if err != nil {
 				return nil, err
 			}
-			b, err := json.Marshal(r)
+			b, err := wire.Marshal(r)
 			if err != nil {
 				return nil, protocol.Errorf(protocol.CodeInternal, "internal error")
 			}

@@ -1,6 +1,8 @@
-// Package abi holds the JSON shapes of the module ABI (docs/ABI.md) shared
-// by the host and the guest SDK. It depends on the standard library and
-// lemon/protocol only, so it compiles for wasip1 too.
+// Package abi holds the shapes of the module ABI (docs/ABI.md) shared by
+// the host and the guest SDK: the manifest (JSON), and the invocation and
+// result envelopes (a compact binary layout, envelope.go). It depends on
+// the standard library and lemon/protocol and lemon/hostcalls only, so it
+// compiles for wasip1 too.
 package abi
 
 import (
@@ -10,8 +12,10 @@ import (
 	"lemon/protocol"
 )
 
-// Version is the ABI version this package describes.
-const Version = 1
+// Version is the ABI version this package describes. Version 2 replaced
+// version 1's JSON envelopes with binary ones (docs/ABI.md); the host
+// refuses a module built for another version at load.
+const Version = 2
 
 // Manifest is what lemon_describe returns.
 type Manifest struct {
@@ -76,7 +80,7 @@ type Resume struct {
 	State  json.RawMessage `json:"state,omitempty"`
 }
 
-// Input is the JSON passed to lemon_invoke.
+// Input is what lemon_invoke receives (AppendInput, DecodeInput).
 type Input struct {
 	Method     string               `json:"method"`
 	Params     json.RawMessage      `json:"params"`
@@ -91,7 +95,8 @@ type Suspend struct {
 	State  json.RawMessage `json:"state,omitempty"`
 }
 
-// Output is the JSON lemon_invoke returns.
+// Output is what lemon_invoke returns (AppendOK, AppendError,
+// AppendSuspend, DecodeOutput).
 type Output struct {
 	OK      bool            `json:"ok"`
 	Payload json.RawMessage `json:"payload,omitempty"`

@@ -1,7 +1,8 @@
-// Package sysinfo is the host-call family behind node.host.info: real
-// measurements of the node taken from /proc, statfs and uname (docs/ABI.md,
-// spec "Host information"). A measurement that fails is an UNAVAILABLE
-// error, never a zero.
+// Package sysinfo is the host-call family behind node.host.info: raw
+// measurements of the node taken from /proc, statfs and uname
+// (contract.SysinfoFigures; docs/HOSTCALLS.md). The hostinfo module
+// shapes the spec's payload from them. A measurement that fails is an
+// UNAVAILABLE error, never a zero.
 package sysinfo
 
 import (
@@ -22,10 +23,9 @@ import (
 	"lemon/protocol"
 )
 
-// Snapshot is the result of sysinfo.snapshot (lemon/hostcalls/contract,
-// shared with the guest SDK plugins/sdk/sysinfo); field names and units
-// match the node.host.info payload (bytes, seconds).
-type Snapshot = contract.SysinfoSnapshot
+// Figures is the result of sysinfo.snapshot (lemon/hostcalls/contract,
+// shared with the guest SDK plugins/sdk/sysinfo).
+type Figures = contract.SysinfoFigures
 
 // Config says where measurements come from. ProcDir defaults to /proc;
 // tests point it at a fake tree to exercise failures.
@@ -50,12 +50,12 @@ func New(cfg Config) *Sysinfo {
 func (s *Sysinfo) Table() hostcalls.Table {
 	return hostcalls.Table{
 		hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapHostInfo, hostcalls.AuditMeta,
-			func(ctx context.Context, _ hostcalls.Call, _ contract.Empty) (Snapshot, error) {
-				snap, err := s.Snapshot()
+			func(ctx context.Context, _ hostcalls.Call, _ contract.Empty) (Figures, error) {
+				f, err := s.Figures()
 				if err != nil {
-					return Snapshot{}, err
+					return Figures{}, err
 				}
-				return *snap, nil
+				return *f, nil
 			},
 			hostcalls.Err(unavailable("a measurement"), "a measurement fails; the message names which")),
 	}
@@ -66,9 +66,9 @@ func unavailable(what string) *protocol.Error {
 		what+" could not be measured")
 }
 
-// Snapshot takes every measurement. The first one that fails aborts with
+// Figures takes every measurement. The first one that fails aborts with
 // UNAVAILABLE naming which measurement (never OS error text).
-func (s *Sysinfo) Snapshot() (*Snapshot, error) {
+func (s *Sysinfo) Figures() (*Figures, error) {
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err != nil {
 		return nil, unavailable("kernel identity")
@@ -100,76 +100,32 @@ func (s *Sysinfo) Snapshot() (*Snapshot, error) {
 	if err != nil || u.Username == "" {
 		return nil, unavailable("user")
 	}
-	machine := unix.ByteSliceToString(uts.Machine[:])
-	release := unix.ByteSliceToString(uts.Release[:])
-	diskTotal, diskFree := diskFigures(&st)
-	return &Snapshot{
-		Hostname:       host,
-		OS:             runtime.GOOS,
-		OSVersion:      osVersion(release),
-		Arch:           BEAMArch(machine, release, runtime.GOOS, cLibrary()),
-		CPUCount:       cpus,
-		MemTotalBytes:  total,
-		MemFreeBytes:   free,
-		DiskTotalBytes: diskTotal,
-		DiskFreeBytes:  diskFree,
-		UptimeSec:      up,
-		LemonVersion:   s.cfg.LemonVersion,
-		DefaultCwd:     s.cfg.DefaultCwd,
-		User:           u.Username,
+	blocks, avail, unit := diskFigures(&st)
+	return &Figures{
+		Hostname:        host,
+		GOOS:            runtime.GOOS,
+		Machine:         unix.ByteSliceToString(uts.Machine[:]),
+		Release:         unix.ByteSliceToString(uts.Release[:]),
+		CLibrary:        cLibrary(),
+		CPUCount:        cpus,
+		MemTotalBytes:   total,
+		MemFreeBytes:    free,
+		DiskBlocks:      blocks,
+		DiskBlocksAvail: avail,
+		DiskBlockBytes:  unit,
+		UptimeSec:       up,
+		LemonVersion:    s.cfg.LemonVersion,
+		DefaultCwd:      s.cfg.DefaultCwd,
+		User:            u.Username,
 	}, nil
 }
 
-// osVersion keeps the numeric release ("6.8.0" of "6.8.0-45-generic").
-func osVersion(release string) string {
-	if i := strings.IndexAny(release, "-+ "); i > 0 {
-		return release[:i]
-	}
-	return release
-}
-
-// BEAMArch returns the BEAM system architecture string, the one
-// erlang:system_info(system_architecture) reports: the GNU config.guess
-// triple of the platform, e.g. x86_64-pc-linux-gnu,
-// aarch64-unknown-linux-gnu or aarch64-apple-darwin23.4.0. machine and
-// release are uname's, goos is runtime.GOOS and libc is "gnu" or "musl"
-// (Linux only). Linux ARM below ARMv8 is taken to be hard-float
-// (…-linux-gnueabihf), as every current distribution builds it.
-func BEAMArch(machine, release, goos, libc string) string {
-	switch machine {
-	case "amd64":
-		machine = "x86_64"
-	case "arm64":
-		machine = "aarch64"
-	}
-	switch goos {
-	case "darwin":
-		// config.guess appends the Darwin kernel release.
-		return machine + "-apple-darwin" + release
-	case "linux":
-		if libc == "" {
-			libc = "gnu"
-		}
-		switch {
-		case machine == "x86_64" || machine == "i386" || machine == "i486" || machine == "i586" || machine == "i686":
-			return machine + "-pc-linux-" + libc
-		case machine == "s390x" || machine == "s390":
-			return machine + "-ibm-linux-" + libc
-		case machine == "ppc64le":
-			return "powerpc64le-unknown-linux-" + libc
-		case machine == "ppc64":
-			return "powerpc64-unknown-linux-" + libc
-		case strings.HasPrefix(machine, "armv"):
-			return machine + "-unknown-linux-" + libc + "eabihf"
-		}
-		return machine + "-unknown-linux-" + libc
-	}
-	return machine + "-unknown-" + goos
-}
-
 // cLibrary names the system C library as config.guess does: "musl" when
-// the only dynamic loader installed is musl's, else "gnu".
+// the only dynamic loader installed is musl's, else "gnu"; "" off Linux.
 func cLibrary() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
 	if m, _ := filepath.Glob("/lib/ld-musl-*.so.1"); len(m) > 0 {
 		if g, _ := filepath.Glob("/lib*/ld-linux*.so.*"); len(g) == 0 {
 			return "musl"

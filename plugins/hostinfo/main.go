@@ -1,12 +1,15 @@
 //go:build wasip1
 
 // Command hostinfo is the module of the hostinfo family: node.host.info
-// (spec "Host information"), served from the sysinfo.snapshot host call.
-// It is also the smallest example of a plugin: a manifest, one handler,
-// one host call through its typed wrapper (plugins/sdk/sysinfo).
+// (spec "Host information"). The host measures (sysinfo.snapshot returns
+// raw figures); this module validates the params and shapes the payload
+// (plugins/hostinfo/shape). It is also the smallest example of a plugin: a
+// manifest, one handler, one host call through its typed wrapper
+// (plugins/sdk/sysinfo).
 package main
 
 import (
+	"lemon/plugins/hostinfo/shape"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/sysinfo"
 	"lemon/protocol"
@@ -17,16 +20,18 @@ func init() {
 }
 
 func hostInfo(req *sdk.Request) (*sdk.Result, error) {
-	if err := protocol.ValidateHostInfo(req.Params); err != nil {
+	var p protocol.HostInfoParams
+	if err := req.Decode(&p); err != nil {
 		return nil, err
 	}
-	// The snapshot is passed through as raw JSON: the host already shaped
-	// it as the spec's payload, and re-encoding would only cost time.
-	snap, err := sysinfo.SnapshotJSON()
+	if err := protocol.RequireNodeID(p.NodeID); err != nil {
+		return nil, err
+	}
+	f, err := sysinfo.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return &sdk.Result{Payload: snap}, nil
+	return &sdk.Result{Payload: shape.Payload(f)}, nil
 }
 
 func main() {}

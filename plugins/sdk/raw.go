@@ -1,20 +1,19 @@
 package sdk
 
 import (
-	"encoding/json"
 	"fmt"
 
-	"lemon/protocol"
+	"lemon/host/abi/wire"
 )
 
 // CallRaw makes a host call whose result is raw bytes rather than JSON
-// (blob.read): args is marshalled to JSON (nil sends {}), the result comes
+// (blob.read): args is encoded as JSON (nil sends {}), the result comes
 // back unparsed. A host error comes back as *protocol.Error.
 func CallRaw(fn ImportFunc, args any) ([]byte, error) {
-	in := []byte("{}")
+	in := emptyArgs
 	if args != nil {
 		var err error
-		if in, err = json.Marshal(args); err != nil {
+		if in, err = wire.Marshal(args); err != nil {
 			return nil, fmt.Errorf("sdk: marshal host-call args: %w", err)
 		}
 	}
@@ -28,11 +27,7 @@ func CallRaw(fn ImportFunc, args any) ([]byte, error) {
 func CallBytes(fn ImportFunc, args []byte) ([]byte, error) {
 	status, res := callImport(fn, args)
 	if status != 0 {
-		var pe protocol.Error
-		if err := json.Unmarshal(res, &pe); err != nil || pe.Code == "" {
-			return nil, protocol.Errorf(protocol.CodeInternal, "host call failed")
-		}
-		return nil, &pe
+		return nil, hostError(res)
 	}
 	return res, nil
 }

@@ -42,6 +42,5 @@ var (
 	_ func() (contract.PayloadResult, error)                           = vault.ListPayload
 	_ func(string) (contract.VaultDeleteResult, error)                 = vault.Delete
 	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
-	_ func() (contract.SysinfoSnapshot, error)                         = sysinfo.Snapshot
-	_ func() (json.RawMessage, error)                                  = sysinfo.SnapshotJSON
+	_ func() (contract.SysinfoFigures, error)                          = sysinfo.Snapshot
 )

@@ -10,11 +10,15 @@
 //	}
 //
 //	func hostInfo(req *sdk.Request) (*sdk.Result, error) {
-//		snap, err := sysinfo.Snapshot()
+//		var p protocol.HostInfoParams
+//		if err := req.Decode(&p); err != nil { // strict: unknown field → INVALID_PARAMS
+//			return nil, err
+//		}
+//		figures, err := sysinfo.Snapshot()
 //		if err != nil {
 //			return nil, err
 //		}
-//		return &sdk.Result{Payload: snap}, nil
+//		return &sdk.Result{Payload: shape.Payload(figures)}, nil
 //	}
 //
 // Handlers return *protocol.Error values for failures; any other error
@@ -27,6 +31,7 @@ import (
 	"fmt"
 
 	"lemon/host/abi"
+	"lemon/host/abi/wire"
 	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
@@ -92,34 +97,47 @@ func Serve(m Manifest, hs map[string]Handler) {
 	handlers = hs
 }
 
-// Call makes a host call: args is marshalled to JSON (nil sends {}), the
-// JSON result is decoded into out (which may be nil). A host error comes
-// back as *protocol.Error.
+// Call makes a host call: args is encoded as JSON (nil sends {}), the
+// JSON result is decoded into out (which may be nil). Both go through the
+// ABI codec (lemon/host/abi/wire: a plan built once per type, no
+// reflection per call; docs/ABI.md, "Codec"). A host error comes back as
+// *protocol.Error.
 func Call(fn ImportFunc, args any, out any) error {
-	var in []byte
-	if args == nil {
-		in = []byte("{}")
-	} else {
+	in := emptyArgs
+	if args != nil {
 		var err error
-		if in, err = json.Marshal(args); err != nil {
+		if in, err = wire.Append(argsBuf[:0], args); err != nil {
 			return fmt.Errorf("sdk: marshal host-call args: %w", err)
 		}
+		argsBuf = in[:0]
 	}
 	status, res := callImport(fn, in)
 	if status != 0 {
-		var pe protocol.Error
-		if err := json.Unmarshal(res, &pe); err != nil || pe.Code == "" {
-			return protocol.Errorf(protocol.CodeInternal, "host call failed")
-		}
-		return &pe
+		return hostError(res)
 	}
 	if out == nil || len(res) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(res, out); err != nil {
+	if err := wire.Unmarshal(res, out); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "host call returned malformed data")
 	}
 	return nil
+}
+
+// emptyArgs are the args of a call given none; argsBuf is reused for the
+// args of every host call (the host copies them before the call returns).
+var (
+	emptyArgs = []byte("{}")
+	argsBuf   []byte
+)
+
+// hostError decodes a host call's error object.
+func hostError(res []byte) error {
+	var pe protocol.Error
+	if err := wire.Unmarshal(res, &pe); err != nil || pe.Code == "" {
+		return protocol.Errorf(protocol.CodeInternal, "host call failed")
+	}
+	return &pe
 }
 
 // Invoke makes the host call c through its import fn with args and
@@ -133,26 +151,14 @@ func Invoke[A, R any](fn ImportFunc, c contract.Call[A, R], args A) (R, error) {
 	return out, err
 }
 
-// Decode strictly decodes the request params into v (protocol.DecodeParams).
+// Decode strictly decodes the request params into v, a pointer to the
+// method's params struct: the result and the errors (INVALID_PARAMS
+// naming the field) of protocol.DecodeParams, through the ABI codec.
 func (r *Request) Decode(v any) error {
-	if err := protocol.DecodeParams(r.Params, v); err != nil {
+	if err := wire.DecodeParams(r.Params, v); err != nil {
 		return err
 	}
 	return nil
-}
-
-type wireSuspend struct {
-	Handle uint32 `json:"handle"`
-	State  any    `json:"state,omitempty"`
-}
-
-type wireResult struct {
-	OK          bool              `json:"ok"`
-	Payload     any               `json:"payload,omitempty"`
-	PayloadBlob uint32            `json:"payloadBlob,omitempty"`
-	Blobs       map[string]uint32 `json:"blobs,omitempty"`
-	Error       *protocol.Error   `json:"error,omitempty"`
-	Suspend     *wireSuspend      `json:"suspend,omitempty"`
 }
 
 func describe() []byte {
@@ -160,9 +166,13 @@ func describe() []byte {
 	return b
 }
 
+// resultBuf holds the last result envelope; the host copies it before the
+// next invocation.
+var resultBuf []byte
+
 func invoke(in []byte) []byte {
 	var req Request
-	if err := json.Unmarshal(in, &req); err != nil {
+	if err := abi.DecodeInput(in, (*abi.Input)(&req)); err != nil {
 		return fail(protocol.Errorf(protocol.CodeInvalidRequest, "malformed invocation"))
 	}
 	h, ok := handlers[req.Method]
@@ -176,22 +186,37 @@ func invoke(in []byte) []byte {
 	if res == nil {
 		res = &Result{Payload: struct{}{}}
 	}
-	w := wireResult{OK: res.Suspend == nil, Payload: res.Payload, PayloadBlob: res.PayloadBlob, Blobs: res.Blobs}
-	if res.PayloadBlob != 0 {
-		w.Payload = nil
-	}
+	b := resultBuf[:0]
 	if res.Suspend != nil {
-		w.Payload, w.PayloadBlob, w.Blobs = nil, 0, nil
-		w.Suspend = &wireSuspend{Handle: res.Suspend.Handle, State: res.Suspend.State}
+		var state []byte
+		if res.Suspend.State != nil {
+			if state, err = wire.Marshal(res.Suspend.State); err != nil {
+				return fail(protocol.Errorf(protocol.CodeInternal, "module produced an unencodable result"))
+			}
+		}
+		b = abi.AppendSuspend(b, res.Suspend.Handle, state)
+	} else {
+		b, at := abi.AppendOK(b, res.PayloadBlob)
+		if res.PayloadBlob == 0 {
+			// A json.RawMessage payload goes as is: the host compacts and
+			// checks every payload (docs/ABI.md, "Result").
+			if raw, ok := res.Payload.(json.RawMessage); ok && raw != nil {
+				b = append(b, raw...)
+			} else if res.Payload == nil {
+				// no payload: the host answers {}
+			} else if b, err = wire.Append(b, res.Payload); err != nil {
+				return fail(protocol.Errorf(protocol.CodeInternal, "module produced an unencodable result"))
+			}
+		}
+		b = abi.EndPayload(b, at, res.Blobs)
+		resultBuf = b
+		return b
 	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return fail(protocol.Errorf(protocol.CodeInternal, "module produced an unencodable result"))
-	}
+	resultBuf = b
 	return b
 }
 
 func fail(e *protocol.Error) []byte {
-	b, _ := json.Marshal(wireResult{OK: false, Error: e})
-	return b
+	resultBuf = abi.AppendError(resultBuf[:0], e)
+	return resultBuf
 }

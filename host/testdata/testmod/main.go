@@ -42,6 +42,8 @@ func init() {
 			{Name: "test.writeping", Version: 1, Capability: "write", Uses: []string{"hostinfo"}},
 			{Name: "test.writefail", Version: 1, Capability: "write"},
 			{Name: "test.writewrite", Version: 1, Capability: "write"},
+			{Name: "test.small", Version: 1, Capability: "hostinfo", Retry: protocol.RetryRead},
+			{Name: "test.nop", Version: 1, Capability: "hostinfo", Retry: protocol.RetryRead},
 		},
 	}, map[string]sdk.Handler{
 		"test.ping":       ping,
@@ -55,6 +57,8 @@ func init() {
 		"test.writeping":  writePing,
 		"test.writefail":  writeFail,
 		"test.writewrite": writeWrite,
+		"test.small":      small,
+		"test.nop":        func(*sdk.Request) (*sdk.Result, error) { return &sdk.Result{}, nil },
 	})
 }
 
@@ -167,4 +171,31 @@ func writeFail(req *sdk.Request) (*sdk.Result, error) {
 		return nil, err
 	}
 	return nil, protocol.Errorf(protocol.CodeInvalidParams, "failed after the write").WithRetry(true, false)
+}
+
+// smallParams and smallResult are the shapes of test.small, an echo of
+// small params: the fixed cost of the ABI (BenchmarkRatioEcho).
+type smallParams struct {
+	NodeID string `json:"nodeId"`
+	Path   string `json:"path"`
+	Limit  int    `json:"limit,omitempty"`
+	Follow bool   `json:"follow,omitempty"`
+}
+
+type smallResult struct {
+	NodeID   string `json:"nodeId"`
+	Path     string `json:"path"`
+	Limit    int    `json:"limit"`
+	Follow   bool   `json:"follow"`
+	InvokeID string `json:"invokeId"`
+}
+
+// small decodes its params strictly and echoes them with the invokeId.
+func small(req *sdk.Request) (*sdk.Result, error) {
+	var p smallParams
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	return &sdk.Result{Payload: smallResult{NodeID: p.NodeID, Path: p.Path, Limit: p.Limit, Follow: p.Follow,
+		InvokeID: req.Invocation.InvokeID}}, nil
 }

@@ -1,0 +1,74 @@
+package abi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"lemon/host/abi"
+	"lemon/hostcalls"
+	"lemon/protocol"
+)
+
+func TestInputRoundTrip(t *testing.T) {
+	for _, in := range []abi.Input{
+		{Method: "m", Invocation: hostcalls.Invocation{}},
+		{Method: "node.fs.write", Params: json.RawMessage(`{"nodeId":"n1","path":"a"}`),
+			Blobs: map[string]abi.Blob{"z": {ID: 2, Size: 7}, "dataBase64": {ID: 1, Size: 1 << 40}},
+			Invocation: hostcalls.Invocation{InvokeID: "i1", NodeID: "n1", SessionGeneration: 1<<63 + 5,
+				ExecutionContext: json.RawMessage(`{"runId":"i1"}`)},
+			Resume: &abi.Resume{Handle: 7, State: json.RawMessage(`{"Step":7}`)}},
+		{Method: "m", Resume: &abi.Resume{Handle: 1}},
+	} {
+		b := abi.AppendInput(nil, &in)
+		var got abi.Input
+		if err := abi.DecodeInput(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+		}
+		// Every truncation and one extra byte are malformed.
+		for n := 0; n < len(b); n++ {
+			if err := abi.DecodeInput(b[:n], &abi.Input{}); !errors.Is(err, abi.ErrMalformed) {
+				t.Fatalf("truncated to %d: %v", n, err)
+			}
+		}
+		if err := abi.DecodeInput(append(b, 0), &abi.Input{}); !errors.Is(err, abi.ErrMalformed) {
+			t.Fatalf("extra byte: %v", err)
+		}
+	}
+}
+
+func TestOutputRoundTrip(t *testing.T) {
+	b, at := abi.AppendOK(nil, 0)
+	b = append(b, `{"a":1}`...)
+	b = abi.EndPayload(b, at, map[string]uint32{"dataBase64": 3})
+	out, err := abi.DecodeOutput(b)
+	if err != nil || !out.OK || string(out.Payload) != `{"a":1}` || out.Blobs["dataBase64"] != 3 || len(out.Blobs) != 1 {
+		t.Fatalf("ok = %+v, %v", out, err)
+	}
+	e := protocol.InvalidParams("path", "path is required")
+	out, err = abi.DecodeOutput(abi.AppendError(nil, e))
+	if err != nil || out.OK || !reflect.DeepEqual(out.Error, e) {
+		t.Fatalf("error = %+v, %v", out, err)
+	}
+	out, err = abi.DecodeOutput(abi.AppendSuspend(nil, 9, []byte(`{"s":1}`)))
+	if err != nil || out.Suspend == nil || out.Suspend.Handle != 9 || string(out.Suspend.State) != `{"s":1}` {
+		t.Fatalf("suspend = %+v, %v", out, err)
+	}
+	for _, bad := range [][]byte{nil, {3}, {abi.KindOK, 0, 0, 0}, append(abi.AppendSuspend(nil, 1, nil), 0)} {
+		if _, err := abi.DecodeOutput(bad); !errors.Is(err, abi.ErrMalformed) {
+			t.Fatalf("DecodeOutput(%v) = %v, want ErrMalformed", bad, err)
+		}
+	}
+	// A repeated output-blob field is malformed.
+	b, at = abi.AppendOK(nil, 0)
+	b = abi.EndPayload(b, at, map[string]uint32{"a": 1})
+	b[len(b)-4-1-4-4] = 2 // blob count (before str "a" and its id) 1 → 2
+	b = append(b, 1, 0, 0, 0, 'a', 2, 0, 0, 0)
+	if _, err := abi.DecodeOutput(b); !errors.Is(err, abi.ErrMalformed) {
+		t.Fatalf("repeated field: %v", err)
+	}
+}
