@@ -45,19 +45,21 @@ func init() {
 // MIME infers a MIME type from the extension of a name's last path
 // component (case-insensitive); unknown names give
 // "application/octet-stream".
-func MIME(name string) string {
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
+func MIME(name string) string { return mimeOf(name) }
+
+func mimeOf[S ~string | ~[]byte](name S) string {
+	// One scan from the end for the last '.' of the last component.
+	i := len(name) - 1
+	for ; i >= 0 && name[i] != '.' && name[i] != '/'; i-- {
 	}
-	i := strings.LastIndexByte(name, '.')
-	if i <= 0 || i == len(name)-1 {
+	if i <= 0 || name[i] == '/' || name[i-1] == '/' || i == len(name)-1 {
 		return "application/octet-stream"
 	}
 	ext := name[i+1:]
-	if m, ok := mimeByExt[ext]; ok {
+	if m, ok := mimeByExt[string(ext)]; ok {
 		return m
 	}
-	if m, ok := mimeByExt[strings.ToLower(ext)]; ok {
+	if m, ok := mimeByExt[strings.ToLower(string(ext))]; ok {
 		return m
 	}
 	return "application/octet-stream"

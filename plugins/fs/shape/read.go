@@ -1,7 +1,6 @@
 package shape
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -54,11 +53,16 @@ func MtimeMs(st *contract.FSRawStat) int64 { return st.MtimeSec*1000 + st.MtimeN
 // byte that is not part of valid UTF-8 became U+FFFD (the payload bytes
 // the spec's methods have always had): HTML characters, U+2028 and
 // U+2029 escaped, \b \f \n \r \t short, other control bytes \u00XX.
-func AppendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte { return appendStr(b, s) }
+
+func appendStr[S ~string | ~[]byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = plainFrom(s, i); i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
@@ -86,7 +90,7 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, "\uFFFD"...)
@@ -109,7 +113,7 @@ func AppendString(b []byte, s string) []byte {
 
 // appendStatFields appends `"type":…,"size":…,"mtimeMs":…,"mode":…,
 // "mime":…,"readable":…,"writable":…` (mime from name).
-func appendStatFields(b []byte, name string, st *contract.FSRawStat) []byte {
+func appendStatFields[S ~string | ~[]byte](b []byte, name S, st *contract.FSRawStat) []byte {
 	b = append(b, `"type":"`...)
 	b = append(b, TypeName(st.Mode)...)
 	b = append(b, `","size":`...)
@@ -119,7 +123,7 @@ func appendStatFields(b []byte, name string, st *contract.FSRawStat) []byte {
 	b = append(b, `,"mode":`...)
 	b = strconv.AppendUint(b, uint64(st.Mode), 10)
 	b = append(b, `,"mime":`...)
-	b = AppendString(b, MIME(name))
+	b = appendStr(b, mimeOf(name))
 	b = append(b, `,"readable":`...)
 	b = strconv.AppendBool(b, st.Readable)
 	b = append(b, `,"writable":`...)
@@ -187,7 +191,7 @@ func (l *Lister) name(s span) []byte { return l.arena[s.off : s.off+s.n] }
 
 // compact sorts the names and keeps the keep smallest, in a new arena.
 func (l *Lister) compact() {
-	slices.SortFunc(l.spans, func(a, b span) int { return bytes.Compare(l.name(a), l.name(b)) })
+	slices.SortFunc(l.spans, func(a, b span) int { return Compare(l.name(a), l.name(b)) })
 	if len(l.spans) <= keep {
 		return
 	}
@@ -214,11 +218,11 @@ func (l *Lister) Names() (names [][]byte, truncated bool) {
 // ToStat returns the names that are valid UTF-8 (the others are listed as
 // invalid_path and never stat'ed: they cannot be named in a later
 // request, and two of them could look alike once shown with U+FFFD).
-func ToStat(names [][]byte) []string {
-	out := make([]string, 0, len(names))
+func ToStat(names [][]byte) [][]byte {
+	out := make([][]byte, 0, len(names))
 	for _, n := range names {
 		if utf8.Valid(n) {
-			out = append(out, string(n))
+			out = append(out, n)
 		}
 	}
 	return out
@@ -233,15 +237,14 @@ func ListPayload(path string, names [][]byte, truncated bool, stats []*contract.
 	b = AppendString(b, fixUTF8(path))
 	b = append(b, `,"entries":[`...)
 	k := 0
-	for i, n := range names {
+	for i, name := range names {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		name := string(n)
 		b = append(b, `{"name":`...)
-		b = AppendString(b, name)
+		b = appendStr(b, name)
 		switch {
-		case !utf8.ValidString(name):
+		case !utf8.Valid(name):
 			b = append(b, `,"error":"`...)
 			b = append(b, protocol.DomainInvalidPath...)
 			b = append(b, '"')

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
 
@@ -42,7 +43,7 @@ func ReadDir(h uint32, maxBytes int) ([]byte, error) {
 // StatAt lstat's each of names (1 to 1,024 plain UTF-8 components)
 // relative to directory handle h (fs.statat), in contract.ParseFSStatAt's
 // format: one record per name, in order.
-func StatAt(h uint32, names []string) ([]byte, error) {
+func StatAt(h uint32, names [][]byte) ([]byte, error) {
 	n := 32
 	for _, s := range names {
 		n += len(s) + 3
@@ -70,31 +71,51 @@ func PRead(h uint32, offset, length int64) (contract.FSPReadResult, error) {
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
 // control characters escaped, invalid UTF-8 bytes as U+FFFD (the host
-// would not find such a name anyway).
-func appendJSONString(b []byte, s string) []byte {
+// would not find such a name anyway). Runs of 8 bytes that need nothing
+// are copied without a per-byte loop (each loop iteration costs a
+// deadline check in a wasm guest).
+func appendJSONString(b []byte, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	start := 0
 	for i := 0; i < len(s); {
+		for ; i+8 <= len(s); i += 8 {
+			x := binary.LittleEndian.Uint64(s[i:])
+			q, bs := x^(lo8*'"'), x^(lo8*'\\')
+			if ((q-lo8)&^q|(bs-lo8)&^bs|(x-lo8*0x20)&^x|x)&hi8 != 0 {
+				break
+			}
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-			default:
-				b = append(b, c)
+			if c == '"' || c == '\\' || c < 0x20 {
+				b = append(b, s[start:i]...)
+				if c < 0x20 {
+					b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				} else {
+					b = append(b, '\\', c)
+				}
+				start = i + 1
 			}
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
+			start = i + 1
 		}
 		i += size
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
