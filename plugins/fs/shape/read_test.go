@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -16,6 +17,17 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 		"bad\xff\xfe.txt", "cut\xc3", "mixed\xe2\x82.x\xffy", "emoji-\U0001F600", "\xed\xa0\x80", "é\u00e9"}
 	for c := 0; c < 256; c++ {
 		in = append(in, "x"+string(rune(c))+"y", "x"+string([]byte{byte(c)})+"y")
+	}
+	// Every special byte at every position of 8- to 20-byte strings (the
+	// 8-byte scans and their overlapping tail).
+	for n := 8; n <= 20; n++ {
+		for i := 0; i < n; i++ {
+			for _, c := range []byte{'"', '\\', '<', '&', 0x01, '\n', 0xff, 0xc3, 0xe2} {
+				b := []byte(strings.Repeat("abcdefghij", 2)[:n])
+				b[i] = c
+				in = append(in, string(b))
+			}
+		}
 	}
 	for _, s := range in {
 		want, _ := json.Marshal(fixUTF8(s))
@@ -71,6 +83,31 @@ func TestMIME(t *testing.T) {
 		"trail.": "application/octet-stream", "dir.md/noext": "application/octet-stream", "r.PDF": "application/pdf"} {
 		if got := MIME(name); got != want {
 			t.Errorf("MIME(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestCompareIsByteOrder: Compare agrees with bytes.Compare on names that
+// differ anywhere (before, inside and after the 8-byte words, in the
+// overlapping tail) and on prefixes.
+func TestCompareIsByteOrder(t *testing.T) {
+	base := []byte("file-000123.txt-and-more")
+	var cases [][]byte
+	for n := 0; n <= len(base); n++ {
+		cases = append(cases, base[:n])
+		for i := 0; i < n; i++ {
+			for _, d := range []byte{0, 0x7f, 0xff} {
+				c := append([]byte(nil), base[:n]...)
+				c[i] = d
+				cases = append(cases, c)
+			}
+		}
+	}
+	for _, a := range cases {
+		for _, b := range cases {
+			if got, want := Compare(a, b), bytes.Compare(a, b); got != want {
+				t.Fatalf("Compare(%q, %q) = %d, want %d", a, b, got, want)
+			}
 		}
 	}
 }

@@ -41,6 +41,15 @@ func plainFrom[S ~string | ~[]byte](s S, i int) int {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
+	if i < len(s) && len(s) >= 8 {
+		// The tail as the last 8 bytes (those before i already known
+		// plain): one check instead of a loop iteration per byte.
+		m := special(load8(s, len(s)-8)) &^ (1<<(uint(i-(len(s)-8))*8) - 1)
+		if m == 0 {
+			return len(s)
+		}
+		return len(s) - 8 + bits.TrailingZeros64(m)>>3
+	}
 	return i
 }
 
@@ -57,6 +66,18 @@ func Compare(a, b []byte) int {
 			}
 			return 1
 		}
+	}
+	if i < n && n >= 8 {
+		// The rest of the common length as its last 8 bytes (the bytes
+		// before i are equal), one compare instead of a loop per byte.
+		x, y := binary.BigEndian.Uint64(a[n-8:]), binary.BigEndian.Uint64(b[n-8:])
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+		i = n
 	}
 	for ; i < n; i++ {
 		if a[i] != b[i] {
