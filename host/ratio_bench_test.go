@@ -55,15 +55,7 @@ func BenchmarkRatioHostInfo(b *testing.B) {
 		b.Fatal(err)
 	}
 	params := json.RawMessage(`{"nodeId":"n1"}`)
-	req := protocol.InvokeRequest{InvokeID: "i-bench", NodeID: "n1", Method: "node.host.info", Args: params,
-		ExecutionContext: hosttest.Context(b, "i-bench", "hostinfo"), MaxResultBytes: protocol.DefaultMaxPayload}
-	hosttest.SideBySide(b, func() error {
-		_, perr := h.Invoke(ctx, req)
-		if perr != nil {
-			return perr
-		}
-		return nil
-	}, func() error {
+	native := func() error {
 		if perr := protocol.ValidateHostInfo(params); perr != nil {
 			return perr
 		}
@@ -73,7 +65,26 @@ func BenchmarkRatioHostInfo(b *testing.B) {
 		}
 		_, err = json.Marshal(shape.Payload(*f))
 		return err
-	})
+	}
+	// "context": the request carries an execution context, as the worker
+	// passes it, which the host parses and binds (the native side has no
+	// such step); "bare": it carries none.
+	for _, c := range []struct {
+		name string
+		ec   json.RawMessage
+	}{{"context", hosttest.Context(b, "i-bench", "hostinfo")}, {"bare", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := protocol.InvokeRequest{InvokeID: "i-bench", NodeID: "n1", Method: "node.host.info", Args: params,
+				ExecutionContext: c.ec, MaxResultBytes: protocol.DefaultMaxPayload}
+			hosttest.SideBySide(b, func() error {
+				_, perr := h.Invoke(ctx, req)
+				if perr != nil {
+					return perr
+				}
+				return nil
+			}, native)
+		})
+	}
 }
 
 // BenchmarkABIEmpty is the floor under BenchmarkRatioEcho: test.nop takes

@@ -59,7 +59,9 @@ type Blob = abi.Blob
 // Resume is set when the host re-invokes a method after a Suspend.
 type Resume = abi.Resume
 
-// Request is one invocation.
+// Request is one invocation. The SDK reuses the Request value for the next
+// invocation, so a handler must not keep a pointer to it; its strings and
+// Params (which share the invocation's bytes, never reused) stay valid.
 type Request abi.Input
 
 // Suspend asks the host to wait for Handle (registered by a host call)
@@ -170,8 +172,13 @@ func describe() []byte {
 // next invocation.
 var resultBuf []byte
 
+// req is the Request of the running invocation: one per instance (an
+// instance serves one invocation at a time), so serving one allocates no
+// Request. A handler must not keep it after it returns.
+var req Request
+
 func invoke(in []byte) []byte {
-	var req Request
+	req = Request{}
 	if err := abi.DecodeInput(in, (*abi.Input)(&req)); err != nil {
 		return fail(protocol.Errorf(protocol.CodeInvalidRequest, "malformed invocation"))
 	}

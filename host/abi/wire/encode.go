@@ -31,10 +31,20 @@ func Append(b []byte, v any) ([]byte, error) {
 	// The interface's data word is the value (pointer-shaped types) or
 	// points to it; the encoder only reads it.
 	data := (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1]
-	if p.directIface {
-		return p.enc(b, unsafe.Pointer(&data))
+	if !p.directIface {
+		return p.enc(b, data)
 	}
-	return p.enc(b, data)
+	if p.t.Kind() == reflect.Pointer {
+		// The word is the pointer: encode what it points to (taking the
+		// word's address would move it to the heap).
+		if data == nil {
+			return append(b, "null"...), nil
+		}
+		return planFor(p.t.Elem()).enc(b, data)
+	}
+	// A map or one-pointer struct: the word needs a home of its own.
+	word := data
+	return p.enc(b, unsafe.Pointer(&word))
 }
 
 // appendMarshal is the encoding/json path, for what the plan does not
