@@ -240,3 +240,109 @@ func TestReadErrorsThroughHost(t *testing.T) {
 		t.Fatalf("past EOF: %s", out)
 	}
 }
+
+// deepListing is issue 9's input: below base, 17 nested directories with
+// 200-byte names (the last one sized so that the directory's canonical
+// path is exactly 3,438 bytes), holding 500 files with 255-byte names
+// made of fill and a 3-character counter. It returns the directory.
+func deepListing(t testing.TB, base string, fill string) string {
+	t.Helper()
+	const depth, nameLen, files, want = 17, 200, 500, 3438
+	last := nameLen + want - (len(base) + depth*(nameLen+1))
+	if last < 1 || last > protocol.FSMaxNameBytes {
+		t.Skipf("temp dir %q is too long to build a %d-byte path", base, want)
+	}
+	dir := base
+	for i := 0; i < depth; i++ {
+		n := nameLen
+		if i == depth-1 {
+			n = last
+		}
+		dir += "/" + strings.Repeat(string(rune('a'+i)), n)
+	}
+	if len(dir) != want {
+		t.Fatalf("fixture path is %d bytes", len(dir))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < files; i++ {
+		name := strings.Repeat(fill, protocol.FSMaxNameBytes-3) + string(rune('A'+i/100)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestListDeepMaximalNamesFitsDefaultPayload (moved from hostcalls/fs,
+// now through the module): a listing of 500 entries with 255-byte names
+// in a directory whose canonical path is 3,438 bytes fits the default
+// maxPayload as a node.invoke.result frame, also when every name byte is
+// one JSON writes as a 6-byte escape ("<" is \u003c), and its entries are
+// exactly {name, type, size, mtimeMs, mode, mime, readable, writable}.
+func TestListDeepMaximalNamesFitsDefaultPayload(t *testing.T) {
+	for _, fill := range []string{"x", "<"} {
+		t.Run(fill, func(t *testing.T) {
+			f := newFixture(t)
+			dir := deepListing(t, f.root, fill)
+			payload, perr := f.invoke(t, "node.fs.list", fmt.Sprintf(`{"nodeId":"n1","path":%q}`, dir))
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			frame, err := protocol.AppendInvokeResult(nil, "i", payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(frame)+1024 > protocol.DefaultMaxPayload {
+				t.Fatalf("a maximal listing is a %d-byte result frame; the default maxPayload is %d", len(frame), protocol.DefaultMaxPayload)
+			}
+			var r struct {
+				Path      string                       `json:"path"`
+				Entries   []map[string]json.RawMessage `json:"entries"`
+				Limit     int                          `json:"limit"`
+				Truncated bool                         `json:"truncated"`
+			}
+			if err := json.Unmarshal(payload, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Path != dir || len(r.Entries) != 500 || r.Limit != 500 || r.Truncated {
+				t.Fatalf("path %d bytes, %d entries, limit %d, truncated %v", len(r.Path), len(r.Entries), r.Limit, r.Truncated)
+			}
+			if n := bytes.Count(payload, []byte(`"path":`)); n != 1 {
+				t.Errorf("the payload has %d path fields, want only the listing's", n)
+			}
+			want := "mime,mode,mtimeMs,name,readable,size,type,writable"
+			for _, en := range r.Entries {
+				keys := make([]string, 0, len(en))
+				for k := range en {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				if strings.Join(keys, ",") != want {
+					t.Fatalf("entry keys %v, want %s", keys, want)
+				}
+			}
+		})
+	}
+}
+
+// TestStatListErrorsThroughHost (moved from hostcalls/fs
+// TestPayloadCallsTable): the fs errors of stat and list reach the caller
+// as the host classifies them, with no path in the message.
+func TestStatListErrorsThroughHost(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(filepath.Join(f.root, "a.txt"), []byte("a"), 0o644)
+	for _, c := range []struct{ method, path, code, domain string }{
+		{"node.fs.stat", "nope", protocol.CodeNotFound, "not_found"},
+		{"node.fs.stat", "../x", protocol.CodeForbidden, "path_not_allowed"},
+		{"node.fs.list", "nope", protocol.CodeNotFound, "not_found"},
+		{"node.fs.list", "a.txt", protocol.CodeInvalidRequest, "not_directory"},
+		{"node.fs.list", "/etc", protocol.CodeForbidden, "path_not_allowed"},
+	} {
+		_, perr := f.invoke(t, c.method, fmt.Sprintf(`{"nodeId":"n1","path":%q}`, c.path))
+		if perr == nil || perr.Code != c.code || perr.DomainCode() != c.domain || strings.Contains(perr.Message, f.root) {
+			t.Errorf("%s %s: %+v, want %s %s", c.method, c.path, perr, c.code, c.domain)
+		}
+	}
+}
