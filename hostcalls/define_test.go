@@ -27,7 +27,7 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 		}, hostcalls.ErrorSpec{Code: protocol.CodeInvalidParams, When: "w"})
 	if hc.Name != "store.list" || hc.Spec.Args != reflect.TypeFor[contract.StoreListArgs]() ||
 		hc.Spec.Result != reflect.TypeFor[contract.StoreListResult]() ||
-		!reflect.DeepEqual(hc.Params, []string{"prefix", "after", "limit"}) || len(hc.Errors) != 2 || hc.Errors[0] != hostcalls.ErrInvalidArgs {
+		!reflect.DeepEqual(hc.Params, []string{"prefix", "after", "limit", "volatile"}) || len(hc.Errors) != 2 || hc.Errors[0] != hostcalls.ErrInvalidArgs {
 		t.Fatalf("entry %+v", hc)
 	}
 	out, err := hc.Func(context.Background(), nil, []byte(`{"prefix":"p","after":"x","limit":7}`))

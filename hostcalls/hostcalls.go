@@ -117,6 +117,10 @@ const (
 	AuditMeta     AuditClass = "meta"     // no effect on node state (host info, stat)
 	AuditRead     AuditClass = "read"     // reads node state
 	AuditMutation AuditClass = "mutation" // changes node state; declares the call an effect (Effect)
+	// AuditBookkeeping: reads or writes only the calling module's own
+	// store namespace, its bookkeeping (receipts, preview tokens, caches);
+	// not an effect a caller sees (docs/POLICY.md, "The module's own store").
+	AuditBookkeeping AuditClass = "bookkeeping"
 )
 
 // Effect reports whether the call is declared as an effect on node state

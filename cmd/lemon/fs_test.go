@@ -16,15 +16,27 @@ import (
 
 	"lemon/client"
 	"lemon/client/fakecontrol"
+	"lemon/host"
+	"lemon/host/hosttest"
+	"lemon/hostcalls"
 	hfs "lemon/hostcalls/fs"
+	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
 
-// fsNode answers node.fs.* requests the way the fs module does, straight
-// from hostcalls/fs (the module itself is covered by its conformance
-// cases); it lets the CLI's chunking, pipelining and CAS chaining be
-// tested without a controller and a node.
-func fsNode(f *hfs.FS) fakecontrol.Handler {
+// fsNode answers node.fs.* requests: reads straight from hostcalls/fs
+// (the module itself is covered by its conformance cases), and the
+// mutations (write, mkdir, move, delete.preview, delete) through the real
+// fs module on a host, since their decisions (revisions, tokens, move
+// rules) live in the module. It lets the CLI's chunking, pipelining and
+// CAS chaining be tested without a controller and a node.
+func fsNode(t testing.TB, f *hfs.FS) fakecontrol.Handler {
+	st, err := store.New(store.Config{Path: filepath.Join(t.TempDir(), "store.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table(), st.Table()}}, "fs", "plugins/fs")
 	return func(_ *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
 		if req.Method == "node.list" {
 			return protocol.NodeListResult{Nodes: []protocol.NodeSummary{{NodeID: "n-1", Name: "worker-1"}}}, nil
@@ -58,24 +70,11 @@ func fsNode(f *hfs.FS) fakecontrol.Handler {
 				v = out
 			}
 			err = rerr
-		case "node.fs.write":
-			var p protocol.FSWriteParams
-			protocol.DecodeParams(req.Params, &p)
-			data, _ := base64.StdEncoding.DecodeString(*p.DataBase64)
-			v, err = f.Write(protocol.FSWriteCall{Path: p.Path, Offset: *p.Offset, Truncate: *p.Truncate, Mkdirs: p.Mkdirs,
-				ExpectedModifiedAtMs: p.ExpectedModifiedAtMs}, data)
-		case "node.fs.move":
-			var p protocol.FSMoveParams
-			protocol.DecodeParams(req.Params, &p)
-			v, err = f.Move(p.Path, p.Destination, *p.ExpectedModifiedAtMs, p.Overwrite)
-		case "node.fs.delete.preview":
-			var p protocol.FSDeletePreviewParams
-			protocol.DecodeParams(req.Params, &p)
-			v, err = f.Preview(p.Path, p.Recursive)
-		case "node.fs.delete":
-			var p protocol.FSDeleteParams
-			protocol.DecodeParams(req.Params, &p)
-			v, err = f.Delete(p.Path, p.Confirm, p.ConfirmationToken)
+		case "node.fs.write", "node.fs.mkdir", "node.fs.move", "node.fs.delete.preview", "node.fs.delete":
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			return h.Invoke(ctx, protocol.InvokeRequest{InvokeID: "i1", NodeID: "n-1", SessionGeneration: 1,
+				Method: req.Method, Args: req.Params})
 		default:
 			return nil, protocol.Errorf(protocol.CodeMethodNotFound, "unknown")
 		}
@@ -139,7 +138,7 @@ func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", MaxPayload: maxPayload, Handle: fsNode(f)})
+	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", MaxPayload: maxPayload, Handle: fsNode(t, f)})
 	t.Cleanup(srv.Close)
 	conn, err := client.Dial(context.Background(), srv.URL, client.Options{Token: "op"})
 	if err != nil {

@@ -87,7 +87,7 @@ func TestTransferLocalDirAndPutIntoDir(t *testing.T) {
 	}
 	t.Cleanup(func() { f.Close() })
 	var asked string
-	inner := fsNode(f)
+	inner := fsNode(t, f)
 	srv := fakecontrol.New(fakecontrol.Options{OperatorToken: "op", Handle: func(fc *fakecontrol.Conn, req protocol.Request) (any, *protocol.Error) {
 		if req.Method == protocol.MethodFSTransferPut {
 			var p struct{ Path string }

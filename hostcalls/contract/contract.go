@@ -56,7 +56,7 @@ type PayloadResult struct {
 // Test-only calls (host tests' "test.*") are not part of the contract.
 func Specs() []Spec {
 	var out []Spec
-	for _, f := range [][]Spec{fsSpecs(), storeSpecs(), spawnSpecs(), vaultSpecs(), sysinfoSpecs(), guestSpecs()} {
+	for _, f := range [][]Spec{fsSpecs(), fsMutSpecs(), storeSpecs(), spawnSpecs(), vaultSpecs(), sysinfoSpecs(), guestSpecs()} {
 		out = append(out, f...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"lemon/hostcalls"
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -68,20 +69,22 @@ func BenchmarkRead1MiBNative(b *testing.B) {
 
 func BenchmarkWrite1MiBHostCall(b *testing.B) {
 	e, data := benchEnv(b)
-	fn := hostCall(e, "fs.write")
+	fn := hostCall(e, "fs.write_at")
 	rev := e.mtime("root/dir/sub/file.bin")
 	call := newCall()
 	id := call.PutBlob(data)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		args, _ := json.Marshal(protocol.FSWriteCall{Path: "dir/sub/file.bin", Blob: id, Truncate: true, ExpectedModifiedAtMs: &rev})
+		lo, hi := rev*1e6, rev*1e6+999_999
+		args, _ := json.Marshal(contract.FSWriteAtArgs{Path: "dir/sub/file.bin", Blob: id, Truncate: true,
+			Expect: contract.FSExpect{MtimeNsMin: &lo, MtimeNsMax: &hi}, MtimeNsAfter: hi + 1})
 		out, err := fn(context.Background(), call, args)
 		if err != nil {
 			b.Fatal(err)
 		}
-		var r protocol.FSWriteResult
+		var r contract.FSWriteAtResult
 		json.Unmarshal(out, &r)
-		rev = r.MtimeMs
+		rev = r.MtimeNs / 1e6
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -158,23 +158,6 @@ func TestDeleteRootRefused(t *testing.T) {
 	}
 }
 
-func TestPreviewExpiry(t *testing.T) {
-	e := newEnv(t, []node{{path: "root/a", file: ""}, {path: "root/b", file: ""}}, "root")
-	now := time.Now()
-	var offset atomic.Int64
-	e.f.now = func() time.Time { return now.Add(time.Duration(offset.Load())) }
-	p := mustPreview(t, e, "a", false)
-	offset.Store(int64(5*time.Minute - time.Millisecond))
-	if _, err := e.f.Delete("a", "a", p.ConfirmationToken); err != nil {
-		t.Errorf("just before expiry: %v", err)
-	}
-	p = mustPreview(t, e, "b", false)
-	offset.Add(int64(5 * time.Minute))
-	if _, err := e.f.Delete("b", "b", p.ConfirmationToken); domain(err) != "stale_preview" || !e.exists("root/b") {
-		t.Errorf("at expiry: %v", err)
-	}
-}
-
 // TestPreviewEntryLimit: 10,000 candidates (target + 9,999) pass; 10,001
 // is preview_too_large.
 func TestPreviewEntryLimit(t *testing.T) {
@@ -219,83 +202,60 @@ func TestPreviewDepthLimit(t *testing.T) {
 // TestPreviewByteLimit: candidate storage is len(relative path) + 64 per
 // entry plus len(canonical target) + 64; exactly the budget passes, one
 // byte less fails. The real 8 MiB budget is unreachable within 10,000
-// entries of short names, so the test sets the budget to the exact cost.
+// entries of short names, so the test sets the walk's budget (the
+// module's maxBytes) to the exact cost.
 func TestPreviewByteLimit(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/t/ab", file: ""}, {path: "root/t/c/d", file: ""}}, "root")
 	cost := int64(len(e.abs("root/t"))+64) + (2 + 64) + (1 + 64) + (3 + 64)
-	e.f.lim.previewBytes = cost
+	defer func(b int64) { testWalkLimits.MaxBytes = b }(testWalkLimits.MaxBytes)
+	testWalkLimits.MaxBytes = cost
 	if _, err := e.f.Preview("t", true); err != nil {
 		t.Errorf("at budget: %v", err)
 	}
-	e.f.lim.previewBytes = cost - 1
+	testWalkLimits.MaxBytes = cost - 1
 	if _, err := e.f.Preview("t", true); domain(err) != "preview_too_large" {
 		t.Errorf("one past: %v", err)
 	}
-	if protocol.FSPreviewMaxBytes != 8<<20 || defaultLimits.previewBytes != 8<<20 || defaultLimits.totalBytes != 16<<20 {
+	if protocol.FSPreviewMaxBytes != 8<<20 || protocol.FSPreviewsMaxBytes != 16<<20 {
 		t.Error("production byte budgets are not the spec's")
 	}
 }
 
-// TestServiceWidePreviewLimits: 128 previews are retained; the 129th
-// evicts the oldest. Entry and byte totals evict likewise.
-func TestServiceWidePreviewLimits(t *testing.T) {
+// TestWalkLimitBounds: fs.walk's own bounds on the limits a module may
+// ask for, each at its edge and one past.
+func TestWalkLimitBounds(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/f", file: ""}}, "root")
-	var toks []string
-	for i := 0; i < 128; i++ {
-		toks = append(toks, mustPreview(t, e, "f", false).ConfirmationToken)
-	}
-	if e.f.previews.len() != 128 {
-		t.Fatalf("retained %d", e.f.previews.len())
-	}
-	toks = append(toks, mustPreview(t, e, "f", false).ConfirmationToken)
-	if e.f.previews.len() != 128 {
-		t.Fatalf("retained %d after 129", e.f.previews.len())
-	}
-	if _, err := e.f.Delete("f", "f", toks[0]); domain(err) != "stale_preview" {
-		t.Errorf("oldest not evicted: %v", err)
-	}
-	if _, err := e.f.Delete("f", "f", toks[1]); err != nil {
-		t.Errorf("second oldest evicted: %v", err)
-	}
-
-	// 20,000 entries: two previews of 10,000 fit, a third evicts the first.
-	e2 := newEnv(t, nil, "root")
-	manyLinks(t, e2.abs("root/t"), 9999)
-	p1 := mustPreview(t, e2, "t", true)
-	p2 := mustPreview(t, e2, "t", true)
-	if e2.f.previews.entries != 20000 || e2.f.previews.len() != 2 {
-		t.Fatalf("entries %d", e2.f.previews.entries)
-	}
-	mustPreview(t, e2, "t", true)
-	if e2.f.previews.entries != 20000 || e2.f.previews.len() != 2 {
-		t.Errorf("after third: entries %d previews %d", e2.f.previews.entries, e2.f.previews.len())
-	}
-	if _, err := e2.f.Delete("t", "t", p1.ConfirmationToken); domain(err) != "stale_preview" {
-		t.Errorf("first not evicted: %v", err)
-	}
-	_ = p2
-
-	// Byte total, with a shrunken budget: exactly two fit.
-	e3 := newEnv(t, []node{{path: "root/f", file: ""}}, "root")
-	one := int64(len(e3.abs("root/f")) + 64)
-	e3.f.lim.totalBytes = 2 * one
-	mustPreview(t, e3, "f", false)
-	mustPreview(t, e3, "f", false)
-	if e3.f.previews.len() != 2 {
-		t.Errorf("two at the byte budget: %d", e3.f.previews.len())
-	}
-	mustPreview(t, e3, "f", false)
-	if e3.f.previews.len() != 2 || e3.f.previews.bytes != 2*one {
-		t.Errorf("byte budget exceeded: %d previews, %d bytes", e3.f.previews.len(), e3.f.previews.bytes)
+	ok := contract.FSWalkArgs{Path: "f", MaxEntries: 1, MaxDepth: 0, MaxBytes: 1 << 20, EntryOverhead: 0}
+	for _, c := range []struct {
+		field string
+		mut   func(a *contract.FSWalkArgs)
+		bad   func(a *contract.FSWalkArgs)
+	}{
+		{"maxEntries", func(a *contract.FSWalkArgs) { a.MaxEntries = 100000 }, func(a *contract.FSWalkArgs) { a.MaxEntries = 100001 }},
+		{"maxEntries", func(a *contract.FSWalkArgs) { a.MaxEntries = 1 }, func(a *contract.FSWalkArgs) { a.MaxEntries = 0 }},
+		{"maxDepth", func(a *contract.FSWalkArgs) { a.MaxDepth = 256 }, func(a *contract.FSWalkArgs) { a.MaxDepth = 257 }},
+		{"maxBytes", func(a *contract.FSWalkArgs) { a.MaxBytes = 64 << 20 }, func(a *contract.FSWalkArgs) { a.MaxBytes = 64<<20 + 1 }},
+		{"entryOverhead", func(a *contract.FSWalkArgs) { a.EntryOverhead = 4096 }, func(a *contract.FSWalkArgs) { a.EntryOverhead = 4097 }},
+	} {
+		a := ok
+		c.mut(&a)
+		if _, err := e.f.Walk(a); err != nil {
+			t.Errorf("%s at its bound: %v", c.field, err)
+		}
+		a = ok
+		c.bad(&a)
+		if _, err := e.f.Walk(a); err == nil || protocol.AsError(err).Details.Field != c.field {
+			t.Errorf("%s past its bound: %v", c.field, err)
+		}
 	}
 }
 
 // TestDeadline: a request still running at the deadline returns
-// filesystem_outcome_unknown with mutationMayHaveApplied for mutations,
-// and every outstanding token is invalidated.
+// filesystem_outcome_unknown with mutationMayHaveApplied for mutations.
+// (That the fs module then forgets every preview token is
+// plugins/fs TestDeadlineForgetsTokens.)
 func TestDeadline(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/a", file: "1"}, {path: "root/b", file: "2"}}, "root")
-	p := mustPreview(t, e, "b", false)
 	release := make(chan struct{})
 	e.f.testHook = func(op string) {
 		if op == "write" {
@@ -305,15 +265,11 @@ func TestDeadline(t *testing.T) {
 	e.f.lim.deadline = time.Millisecond
 	call := newCall()
 	id := call.PutBlob([]byte("x"))
-	_, perr := e.call("fs.write", map[string]any{"path": "new", "blob": id, "truncate": true}, call)
+	_, perr := e.call("fs.write_at", map[string]any{"path": "new", "blob": id, "truncate": true, "expect": map[string]any{"absent": true}}, call)
 	close(release)
 	if perr == nil || perr.DomainCode() != "filesystem_outcome_unknown" || perr.Code != protocol.CodeTimeout ||
 		perr.Details.MutationMayHaveApplied == nil || !*perr.Details.MutationMayHaveApplied || *perr.Details.RetrySafe {
 		t.Fatalf("deadline: %+v", perr)
-	}
-	e.f.lim.deadline = time.Minute
-	if _, err := e.f.Delete("b", "b", p.ConfirmationToken); domain(err) != "stale_preview" || !e.exists("root/b") {
-		t.Errorf("token survived a timeout: %v", err)
 	}
 	// A read that times out says nothing was mutated.
 	e.f.lim.deadline = time.Millisecond
@@ -330,7 +286,7 @@ func TestDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, hc := range e.f.Table() {
-		if hc.Name == "fs.mkdir" {
+		if hc.Name == "fs.mkdirs" {
 			_, err := hc.Func(ctx, newCall(), []byte(`{"path":"never"}`))
 			if domain(err) != "filesystem_outcome_unknown" || e.exists("root/never") {
 				t.Errorf("cancelled ctx: %v", err)
@@ -370,13 +326,9 @@ func TestDescriptorBudget(t *testing.T) {
 	}
 }
 
-func TestCloseForgetsTokens(t *testing.T) {
+func TestCloseRefusesRequests(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/a", file: "1"}}, "root")
-	mustPreview(t, e, "a", false)
 	e.f.Close()
-	if e.f.previews.len() != 0 {
-		t.Error("tokens survived Close")
-	}
 	_, perr := e.call("fs.open", map[string]any{"path": "a"}, nil)
 	if perr == nil || perr.DomainCode() != "filesystem_busy" {
 		t.Errorf("after close: %v", perr)

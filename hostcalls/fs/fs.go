@@ -4,10 +4,12 @@
 // component at a time from those descriptors, and every file effect the fs
 // module may ask for, exported as one table of host calls.
 //
-// The module (plugins/fs) validates requests and shapes responses; this
-// package owns every effect and its confinement, the write compare-and-swap
-// and its serialization, delete preview tokens and the capture of entries
-// before destructive checks. File bytes stay host-side as invocation blobs.
+// The module (plugins/fs) validates requests, makes the decisions of the
+// spec (revisions, delete preview tokens and their limits, move rules) and
+// shapes responses; this package owns every effect and its confinement,
+// the atomic compares its primitives are asked for (prim_mut*.go), the
+// serialization of writers and the capture of entries before destructive
+// checks. File bytes stay host-side as invocation blobs.
 //
 // Linux only: it relies on O_PATH, openat2, renameat2 and faccessat2.
 // docs/FS.md states what the confinement does and does not protect against.
@@ -45,36 +47,27 @@ type Config struct {
 	// 1,048,576). The worker lowers it so a base64 chunk fits the
 	// connection's maxPayload; the spec allows short chunks.
 	MaxReadChunk int
-	// Now is the clock for token expiry (default time.Now).
-	Now func() time.Time
+	// Deadline is the request deadline (default and production: 25 s,
+	// protocol.FSRequestDeadlineMs). Tests shorten it.
+	Deadline time.Duration
+	// TestHook, tests only, runs inside every request before its work,
+	// with the operation's name ("write", "walk", ...), so a test can
+	// hold a request past its deadline.
+	TestHook func(op string)
 }
 
 // limits are the spec's bounds; tests shrink some to reach a boundary
 // cheaply, production always uses defaultLimits.
 type limits struct {
-	deadline       time.Duration
-	descriptors    int64
-	previewEntries int
-	previewDepth   int
-	previewBytes   int64
-	previews       int
-	totalEntries   int
-	totalBytes     int64
-	previewTTL     time.Duration
-	symlinks       int
+	deadline    time.Duration
+	descriptors int64
+	symlinks    int
 }
 
 var defaultLimits = limits{
-	deadline:       protocol.FSRequestDeadlineMs * time.Millisecond,
-	descriptors:    protocol.FSMaxDescriptors,
-	previewEntries: protocol.FSPreviewMaxEntries,
-	previewDepth:   protocol.FSPreviewMaxDepth,
-	previewBytes:   protocol.FSPreviewMaxBytes,
-	previews:       protocol.FSPreviewsMax,
-	totalEntries:   protocol.FSPreviewsMaxEntries,
-	totalBytes:     protocol.FSPreviewsMaxBytes,
-	previewTTL:     protocol.FSPreviewTTLMs * time.Millisecond,
-	symlinks:       maxSymlinks,
+	deadline:    protocol.FSRequestDeadlineMs * time.Millisecond,
+	descriptors: protocol.FSMaxDescriptors,
+	symlinks:    maxSymlinks,
 }
 
 // maxSymlinks is the symlink budget of one resolution (Linux's MAXSYMLINKS).
@@ -93,7 +86,7 @@ type root struct {
 
 // FS is the file service of one node. It is safe for concurrent use. A
 // workspace view (Workspace) is an FS whose only root is the workspace
-// directory; it shares the node's locks, previews, descriptor budget and
+// directory; it shares the node's locks, descriptor budget and
 // lifetime (core).
 type FS struct {
 	*core
@@ -101,7 +94,6 @@ type FS struct {
 	cwd     []string
 	lim     limits
 	maxRead int
-	now     func() time.Time
 }
 
 // core is the state an FS shares with its workspace views.
@@ -113,8 +105,7 @@ type core struct {
 	mu    sync.RWMutex
 	locks keyLocks
 
-	previews previewStore
-	closed   atomic.Bool
+	closed atomic.Bool
 	// life is held shared by every running request and exclusively by
 	// Close, so root descriptors are never closed under a walker.
 	life sync.RWMutex
@@ -146,14 +137,14 @@ func New(cfg Config) (*FS, error) {
 	if len(roots) > protocol.FSMaxRoots {
 		return nil, errors.New("fs: at most 64 allowed roots")
 	}
-	f := &FS{core: &core{}, lim: defaultLimits, maxRead: protocol.FSMaxReadLength, now: time.Now}
+	f := &FS{core: &core{}, lim: defaultLimits, maxRead: protocol.FSMaxReadLength}
 	if cfg.MaxReadChunk > 0 && cfg.MaxReadChunk < f.maxRead {
 		f.maxRead = cfg.MaxReadChunk
 	}
-	if cfg.Now != nil {
-		f.now = cfg.Now
+	if cfg.Deadline > 0 {
+		f.lim.deadline = cfg.Deadline
 	}
-	f.previews.init()
+	f.testHook = cfg.TestHook
 	byIdentity := map[[2]uint64]*root{}
 	for _, rp := range roots {
 		if !filepath.IsAbs(rp) {
@@ -220,7 +211,7 @@ func (r *root) addAlias(lex []string) {
 	r.aliases = append(r.aliases, lex)
 }
 
-// Close releases the pinned root descriptors and forgets every preview.
+// Close releases the pinned root descriptors.
 // Requests after Close fail with filesystem_busy.
 func (f *FS) Close() error {
 	if f.closed.Swap(true) {
@@ -228,7 +219,6 @@ func (f *FS) Close() error {
 	}
 	f.life.Lock()
 	defer f.life.Unlock()
-	f.previews.clear()
 	for _, r := range f.roots {
 		unix.Close(r.fd)
 	}
@@ -249,9 +239,8 @@ func (f *FS) DefaultCwd() string { return joinAbs(f.cwd) }
 
 // do runs one request under the 25 s deadline (or ctx, if sooner). A
 // request that does not finish in time returns filesystem_outcome_unknown
-// (mutationMayHaveApplied = mutation) and invalidates every outstanding
-// preview token; its work may still complete in the background, holding
-// its locks until then.
+// (mutationMayHaveApplied = mutation); its work may still complete in the
+// background, holding its locks until then.
 func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, error)) (any, error) {
 	if f.closed.Load() {
 		return nil, protocol.FSError(protocol.DomainFilesystemBusy)
@@ -284,7 +273,6 @@ func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, e
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		f.previews.clear()
 		return nil, protocol.FSOutcomeUnknown(mutation)
 	}
 }
@@ -373,7 +361,7 @@ func (k *keyLocks) lock(key string) (unlock func()) {
 // O_PATH descriptor for the view's life, so replacing a component of ws
 // by a symlink afterwards cannot move the view. ws "" returns f itself.
 // release closes the view's descriptor; the view shares f's locks,
-// previews, descriptor budget and Close.
+// descriptor budget and Close.
 func (f *FS) Workspace(ws string) (view *FS, release func(), err error) {
 	if ws == "" {
 		return f, func() {}, nil
@@ -405,7 +393,7 @@ func (f *FS) Workspace(ws string) (view *FS, release func(), err error) {
 		return nil, nil, errNotAllowed()
 	}
 	r := &root{fd: fd, canon: ws, comps: comps, dev: st.Dev, ino: st.Ino}
-	view = &FS{core: f.core, roots: []*root{r}, cwd: comps, lim: f.lim, maxRead: f.maxRead, now: f.now}
+	view = &FS{core: f.core, roots: []*root{r}, cwd: comps, lim: f.lim, maxRead: f.maxRead}
 	var once sync.Once
 	return view, func() { once.Do(func() { f.closeFD(fd) }) }, nil
 }

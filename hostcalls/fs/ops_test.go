@@ -391,7 +391,7 @@ func TestWriteSizeBoundary(t *testing.T) {
 	// The same through the table, with a blob.
 	call := newCall()
 	id := call.PutBlob(append(data, 'x'))
-	if _, perr := e.call("fs.write", map[string]any{"path": "q2/big", "blob": id, "mkdirs": true, "truncate": true}, call); perr == nil || perr.Details.Field != "dataBase64" || e.exists("root/q2") {
+	if _, perr := e.call("fs.write_at", map[string]any{"path": "q2/big", "blob": id, "mkdirs": true, "truncate": true}, call); perr == nil || perr.Details.Field != "blob" || e.exists("root/q2") {
 		t.Errorf("table oversized: %v", perr)
 	}
 	// Offsets: 2^53-1 is accepted (a sparse write far out would need that
@@ -557,11 +557,22 @@ func TestMove(t *testing.T) {
 	}
 }
 
-func TestMoveRequiresRevisionInTable(t *testing.T) {
-	e := newEnv(t, []node{{path: "root/a", file: "A"}}, "root")
-	_, perr := e.call("fs.move", map[string]any{"path": "a", "destination": "b"}, nil)
-	if perr == nil || perr.Code != protocol.CodeInvalidParams || perr.Details.Field != "expectedModifiedAtMs" {
-		t.Errorf("missing revision: %v", perr)
+// TestRenameComparesInTable: fs.rename through the table compares expect
+// on the captured source and refuses an existing destination with
+// noReplace; both are precondition_failed naming the expectation.
+func TestRenameComparesInTable(t *testing.T) {
+	e := newEnv(t, []node{{path: "root/a", file: "A"}, {path: "root/b", file: "B"}}, "root")
+	mt := e.mtime("root/a")
+	_, perr := e.call("fs.rename", map[string]any{"path": "a", "destination": "c", "expect": mtimeExpect(mt - 1)}, nil)
+	if perr == nil || perr.Code != protocol.CodeConflict || perr.DomainCode() != "precondition_failed" || perr.Details.Field != "mtime" || !e.exists("root/a") {
+		t.Errorf("stale mtime: %v", perr)
+	}
+	_, perr = e.call("fs.rename", map[string]any{"path": "a", "destination": "b", "noReplace": true, "expect": mtimeExpect(mt)}, nil)
+	if perr == nil || perr.DomainCode() != "precondition_failed" || perr.Details.Field != "destination" || e.content("root/b") != "B" {
+		t.Errorf("existing destination: %v", perr)
+	}
+	if _, perr = e.call("fs.rename", map[string]any{"path": "a", "destination": "c", "noReplace": true, "expect": mtimeExpect(mt)}, nil); perr != nil || e.content("root/c") != "A" {
+		t.Errorf("rename: %v", perr)
 	}
 }
 

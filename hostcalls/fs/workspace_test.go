@@ -84,19 +84,19 @@ func TestAdvWorkspaceMutationsConfined(t *testing.T) {
 	blob := c.PutBlob([]byte("x"))
 	mt := e.mtime("root/ws/in.txt")
 	outside := e.abs("root/other/new.txt")
-	_, err := e.call("fs.write", map[string]any{"path": outside, "blob": blob, "offset": 0, "truncate": true}, c)
+	_, err := e.call("fs.write_at", map[string]any{"expect": map[string]any{"absent": true}, "path": outside, "blob": blob, "offset": 0, "truncate": true}, c)
 	wantDomain(t, "write outside", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.write", map[string]any{"path": "link-dir/f.txt", "blob": blob, "offset": 0, "truncate": true}, c)
+	_, err = e.call("fs.write_at", map[string]any{"expect": map[string]any{"absent": true}, "path": "link-dir/f.txt", "blob": blob, "offset": 0, "truncate": true}, c)
 	wantDomain(t, "write through a symlinked directory", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.mkdir", map[string]any{"path": e.abs("root/other/made")}, c)
+	_, err = e.call("fs.mkdirs", map[string]any{"path": e.abs("root/other/made")}, c)
 	wantDomain(t, "mkdir outside", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.move", map[string]any{"path": "in.txt", "destination": e.abs("root/other/moved.txt"), "expectedModifiedAtMs": mt}, c)
+	_, err = e.call("fs.rename", map[string]any{"path": "in.txt", "destination": e.abs("root/other/moved.txt"), "noReplace": true, "expect": mtimeExpect(mt)}, c)
 	wantDomain(t, "move destination outside", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.move", map[string]any{"path": e.abs("root/other/secret.txt"), "destination": "stolen.txt", "expectedModifiedAtMs": e.mtime("root/other/secret.txt")}, c)
+	_, err = e.call("fs.rename", map[string]any{"path": e.abs("root/other/secret.txt"), "destination": "stolen.txt", "noReplace": true, "expect": mtimeExpect(e.mtime("root/other/secret.txt"))}, c)
 	wantDomain(t, "move source outside", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.delete_preview", map[string]any{"path": e.abs("root/other/secret.txt")}, c)
+	_, err = e.call("fs.walk", map[string]any{"path": e.abs("root/other/secret.txt"), "maxEntries": 10, "maxDepth": 1, "maxBytes": 1 << 20}, c)
 	wantDomain(t, "delete preview outside", err, protocol.DomainPathNotAllowed)
-	_, err = e.call("fs.move", map[string]any{"path": e.abs("root/ws"), "destination": "x", "expectedModifiedAtMs": e.mtime("root/ws")}, c)
+	_, err = e.call("fs.rename", map[string]any{"path": e.abs("root/ws"), "destination": "x", "noReplace": true, "expect": mtimeExpect(e.mtime("root/ws"))}, c)
 	if err == nil {
 		t.Fatal("moving the workspace root itself was accepted")
 	}
@@ -109,10 +109,10 @@ func TestAdvWorkspaceMutationsConfined(t *testing.T) {
 		t.Fatal("a file moved")
 	}
 	// Inside the workspace every mutation works.
-	if _, err := e.call("fs.write", map[string]any{"path": "sub/new.txt", "blob": blob, "offset": 0, "truncate": true}, c); err != nil {
+	if _, err := e.call("fs.write_at", map[string]any{"expect": map[string]any{"absent": true}, "path": "sub/new.txt", "blob": blob, "offset": 0, "truncate": true}, c); err != nil {
 		t.Fatalf("write inside: %v", err)
 	}
-	if _, err := e.call("fs.move", map[string]any{"path": "in.txt", "destination": "sub/in.txt", "expectedModifiedAtMs": mt}, c); err != nil {
+	if _, err := e.call("fs.rename", map[string]any{"path": "in.txt", "destination": "sub/in.txt", "noReplace": true, "expect": mtimeExpect(mt)}, c); err != nil {
 		t.Fatalf("move inside: %v", err)
 	}
 }
@@ -160,10 +160,10 @@ func TestWorkspaceMaxFileBytes(t *testing.T) {
 	e, c := wsEnv(t)
 	c.auth.MaxFileBytes = 10
 	blob := c.PutBlob([]byte("0123456789"))
-	if _, err := e.call("fs.write", map[string]any{"path": "ten.txt", "blob": blob, "offset": 0, "truncate": true}, c); err != nil {
+	if _, err := e.call("fs.write_at", map[string]any{"expect": map[string]any{"absent": true}, "path": "ten.txt", "blob": blob, "offset": 0, "truncate": true}, c); err != nil {
 		t.Fatalf("10 bytes at the limit: %v", err)
 	}
-	_, err := e.call("fs.write", map[string]any{"path": "ten.txt", "blob": blob, "offset": 1, "truncate": false}, c)
+	_, err := e.call("fs.write_at", map[string]any{"expect": map[string]any{"absent": true}, "path": "ten.txt", "blob": blob, "offset": 1, "truncate": false}, c)
 	wantDomain(t, "one byte past", err, protocol.DomainLimitExceeded)
 	if e.content("root/ws/ten.txt") != "0123456789" {
 		t.Fatal("refused write changed the file")
@@ -195,4 +195,9 @@ func TestWorkspaceMaxFileBytesRead(t *testing.T) {
 	if b, _ := c.Blob(r.Blob); string(b) != "in" {
 		t.Fatalf("read under max_file_bytes 2 (the whole file): %s (%q)", out, b)
 	}
+}
+
+// mtimeExpect is fs.rename's expect for a millisecond revision ms.
+func mtimeExpect(ms int64) map[string]any {
+	return map[string]any{"mtimeNsMin": ms * 1e6, "mtimeNsMax": ms*1e6 + 999_999}
 }

@@ -76,6 +76,8 @@ func render(tables []hostcalls.Table) ([]byte, error) {
 	w("An **effect** (audit class `mutation`) changes node state: once one has succeeded in a request, the\n")
 	w("request's later non-effect calls are not rate-limited, and its errors say `mutationMayHaveApplied`\n")
 	w("([Policies](POLICY.md#rate-limits)).\n\n")
+	w("The store calls (audit class `bookkeeping`) read and write only the calling module's own namespace,\n")
+	w("its bookkeeping: they need no capability and are not effects ([Policies](POLICY.md#the-modules-own-store)).\n\n")
 	w("## Errors of every call\n\n")
 	errorTable(&b, hostcalls.GateErrors)
 	w("\n## Summary\n\n| host call | capability | audit class | effect | Go wrapper |\n|---|---|---|---|---|\n")

@@ -326,16 +326,16 @@ func TestSecretBlobUnreadable(t *testing.T) {
 	if b, _ := json.Marshal(perr); bytes.Contains(b, []byte(canary)) {
 		t.Fatal("the canary reached an error")
 	}
-	// A host call not declared to consume secrets (fs.write) does not see
+	// A host call not declared to consume secrets (fs.write_at) does not see
 	// the blob, so it cannot land in a file a later fs.read would bring
 	// into the guest.
 	p := filepath.Join(n.dir, "leak.txt")
 	out := n.mustCall(t, "guest.secretwrite", map[string]any{"value": canary, "path": p})
 	if out["write"] != protocol.CodeInvalidParams {
-		t.Fatalf("fs.write of a secret blob: %v", out)
+		t.Fatalf("fs.write_at of a secret blob: %v", out)
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
-		t.Fatalf("fs.write of a secret blob created the file: %v", err)
+		t.Fatalf("fs.write_at of a secret blob created the file: %v", err)
 	}
 	// The vault's own value blob (capability "secrets") is secret without
 	// the flag, and vault.set still reads it.

@@ -7,8 +7,10 @@
 //     check and the write it decides commit together; Batch gives the same
 //     guarantee per call while concurrent calls share one transaction and
 //     one set of fsyncs (group commit, no added delay);
-//   - guest modules reach only their own namespace, named after the calling
-//     module's family, through the host calls of Table.
+//   - guest modules reach only their own namespaces, named after the
+//     calling module's family, through the host calls of Table: a durable
+//     one in this file (values carry a revision, module.go) and a volatile
+//     one in memory (volatile.go), lost when the Store is dropped.
 //
 // Host and guest namespaces live in separate bucket spaces ("host:" and
 // "module:" prefixes), so a module can never read a host family's records
@@ -38,7 +40,7 @@ const (
 	MaxValueBytes      = 65536  // bytes of one guest value (JSON)
 	MaxNamespaceBytes  = 64     // bytes of a namespace name
 	DefaultMaxKeys     = 100000 // keys a guest namespace may hold
-	MaxListLimit       = 1000   // keys one store.list returns
+	MaxListLimit       = 1000   // keys (entries) one store.list (store.scan) returns
 	defaultLockTimeout = time.Second
 )
 
@@ -65,6 +67,13 @@ type Config struct {
 	LockTimeout time.Duration
 	// MaxKeys bounds the keys of one guest namespace (default 100,000).
 	MaxKeys int
+	// VolatileMaxKeys and VolatileMaxBytes bound one module's volatile
+	// namespace: its keys (default 10,000) and the bytes of its keys and
+	// values (default 16 MiB).
+	VolatileMaxKeys  int
+	VolatileMaxBytes int
+	// Now is the clock of volatile expiry (default time.Now).
+	Now func() time.Time
 }
 
 // Store is an open durable store. It is safe for concurrent use.
@@ -72,6 +81,8 @@ type Store struct {
 	db      *bolt.DB
 	group   *group
 	maxKeys int
+	vol     *volatile
+	now     func() time.Time
 }
 
 // New opens (creating if needed) the store at cfg.Path. The file is locked
@@ -85,6 +96,15 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.VolatileMaxKeys <= 0 {
+		cfg.VolatileMaxKeys = DefaultVolatileMaxKeys
+	}
+	if cfg.VolatileMaxBytes <= 0 {
+		cfg.VolatileMaxBytes = DefaultVolatileMaxBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	dir := filepath.Dir(cfg.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -106,7 +126,8 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("%w: sync state directory: %v", ErrUnavailable, err)
 		}
 	}
-	return &Store{db: db, group: &group{db: db}, maxKeys: cfg.MaxKeys}, nil
+	return &Store{db: db, group: &group{db: db}, maxKeys: cfg.MaxKeys,
+		vol: newVolatile(cfg.VolatileMaxKeys, cfg.VolatileMaxBytes, cfg.Now), now: cfg.Now}, nil
 }
 
 func syncDir(dir string) error {

@@ -25,8 +25,9 @@ var manifest = sdk.Manifest{
 	Family:       "fs",
 	Version:      moduleVersion(),
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.read", "fs.write", "fs.mkdir", "fs.move",
-		"fs.delete_preview_payload", "fs.delete", "fs.send", "fs.receive"},
+	HostCalls: []string{"fs.open", "fs.readdir", "fs.statat", "fs.read", "fs.send", "fs.receive",
+		"fs.write_at", "fs.mkdirs", "fs.rename", "fs.walk", "fs.remove",
+		"store.get", "store.put", "store.cas", "store.delete"},
 	Methods: []sdk.MethodSpec{
 		{Name: "node.fs.list", Version: 1, Capability: "read", Scope: protocol.ScopeAdmin, Retry: protocol.RetryRead,
 			DeadlineMs: protocol.DefaultTimeoutMs,

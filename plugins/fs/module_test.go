@@ -17,6 +17,7 @@ import (
 	"lemon/host/hosttest"
 	"lemon/hostcalls"
 	hfs "lemon/hostcalls/fs"
+	"lemon/hostcalls/store"
 	"lemon/protocol"
 )
 
@@ -28,18 +29,28 @@ type fixture struct {
 	root string // canonical allowed root and default cwd
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, hfs.Config{}) }
+
+// newFixtureWith is newFixture with cfg's Deadline and TestHook.
+func newFixtureWith(t testing.TB, cfg hfs.Config) *fixture {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := hfs.New(hfs.Config{DefaultCwd: root, Roots: []string{root}, Home: root})
+	cfg.DefaultCwd, cfg.Roots, cfg.Home = root, []string{root}, root
+	f, err := hfs.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table()}}, "fs", "plugins/fs")
+	// The module keeps its delete preview tokens in its store.
+	st, err := store.New(store.Config{Path: filepath.Join(t.TempDir(), "store.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := hosttest.NewHost(t, host.Config{Ceiling: hostcalls.AllCapabilities, Tables: []hostcalls.Table{f.Table(), st.Table()}}, "fs", "plugins/fs")
 	return &fixture{h: h, fs: f, root: root}
 }
 

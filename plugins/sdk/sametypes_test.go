@@ -19,28 +19,43 @@ import (
 // contract.Call (a handler of another type does not compile), and at run
 // time by hostcalls/families TestTablesMatchContract.
 var (
-	_ func(string, bool) (contract.FSOpenResult, error)                = fs.Open
-	_ func(uint32, int64, int64) (contract.FSPReadResult, error)       = fs.PRead
-	_ func(string, int64, int64) (contract.FSReadResult, error)        = fs.Read
-	_ func(contract.FSWriteArgs) (contract.FSWriteResult, error)       = fs.Write
-	_ func(string) (contract.FSMkdirResult, error)                     = fs.Mkdir
-	_ func(string, string, int64, bool) (contract.FSMoveResult, error) = fs.Move
-	_ func(string, bool) (contract.FSDeletePreviewResult, error)       = fs.DeletePreview
-	_ func(string, bool) (contract.PayloadResult, error)               = fs.DeletePreviewPayload
-	_ func(string, string, string) (contract.FSDeleteResult, error)    = fs.Delete
-	_ func(string) (contract.StoreGetResult, error)                    = store.Get
-	_ func(string, json.RawMessage) error                              = store.Put
-	_ func(string, json.RawMessage) error                              = store.Create
-	_ func(string) (contract.StoreDeleteResult, error)                 = store.Delete
-	_ func(string, string, int) (contract.StoreListResult, error)      = store.List
-	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)     = spawn.Run
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Result
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Get
-	_ func(string) (contract.SpawnReceiptResult, error)                = spawn.Cancel
-	_ func(string, uint32, *string) (contract.VaultSetResult, error)   = vault.Set
-	_ func() (contract.VaultListResult, error)                         = vault.List
-	_ func() (contract.PayloadResult, error)                           = vault.ListPayload
-	_ func(string) (contract.VaultDeleteResult, error)                 = vault.Delete
-	_ func(string) (contract.VaultReceiptResult, error)                = vault.Receipt
-	_ func() (contract.SysinfoFigures, error)                          = sysinfo.Snapshot
+	_ func(string, bool) (contract.FSOpenResult, error)              = fs.Open
+	_ func(uint32, int64, int64) (contract.FSPReadResult, error)     = fs.PRead
+	_ func(string, int64, int64) (contract.FSReadResult, error)      = fs.Read
+	_ func(contract.FSWriteAtArgs) (contract.FSWriteAtResult, error) = fs.WriteAt
+	_ func(string) (contract.FSMkdirsResult, error)                  = fs.Mkdirs
+	_ func(contract.FSRenameArgs) (contract.FSRenameResult, error)   = fs.Rename
+	_ func(contract.FSWalkArgs) (contract.FSWalkResult, error)       = fs.Walk
+	_ func(contract.FSRemoveArgs) (contract.FSRemoveResult, error)   = fs.Remove
+	_ func(string) (contract.StoreGetResult, error)                  = store.Get
+	_ func(string) (contract.StoreDeleteResult, error)               = store.Delete
+	_ func(string, string, int) (contract.StoreListResult, error)    = store.List
+	_ func(contract.SpawnRunArgs) (contract.SpawnRunResult, error)   = spawn.Run
+	_ func(string) (contract.SpawnReceiptResult, error)              = spawn.Result
+	_ func(string) (contract.SpawnReceiptResult, error)              = spawn.Get
+	_ func(string) (contract.SpawnReceiptResult, error)              = spawn.Cancel
+	_ func(string, uint32, *string) (contract.VaultSetResult, error) = vault.Set
+	_ func() (contract.VaultListResult, error)                       = vault.List
+	_ func() (contract.PayloadResult, error)                         = vault.ListPayload
+	_ func(string) (contract.VaultDeleteResult, error)               = vault.Delete
+	_ func(string) (contract.VaultReceiptResult, error)              = vault.Receipt
+	_ func() (contract.SysinfoFigures, error)                        = sysinfo.Snapshot
+)
+
+// The store wrappers (durable package-level functions and Namespace
+// methods).
+var (
+	_ func(string, json.RawMessage) (uint64, error)                                           = store.Put
+	_ func(string, json.RawMessage) (uint64, error)                                           = store.Create
+	_ func(string, uint64, json.RawMessage) (contract.StoreCASResult, error)                  = store.CAS
+	_ func(string, uint64) (contract.StoreCASResult, error)                                   = store.CASDelete
+	_ func(string, string, int) (contract.StoreScanResult, error)                             = store.Scan
+	_ func(string) (contract.StoreGetResult, error)                                           = store.Volatile.Get
+	_ func(string, json.RawMessage, ...store.Option) (uint64, error)                          = store.Volatile.Put
+	_ func(string, json.RawMessage, ...store.Option) (uint64, error)                          = store.Volatile.Create
+	_ func(string) (contract.StoreDeleteResult, error)                                        = store.Volatile.Delete
+	_ func(string, uint64, json.RawMessage, ...store.Option) (contract.StoreCASResult, error) = store.Volatile.CAS
+	_ func(string, uint64) (contract.StoreCASResult, error)                                   = store.Volatile.CASDelete
+	_ func(string, string, int) (contract.StoreListResult, error)                             = store.Volatile.List
+	_ func(string, string, int) (contract.StoreScanResult, error)                             = store.Volatile.Scan
 )

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	"lemon/hostcalls/contract"
 	"lemon/hostcalls/guestcall"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/blob"
@@ -20,13 +21,13 @@ import (
 //go:wasmimport lemon fs.read
 func fsRead(ptr, size uint32) uint64
 
-//go:wasmimport lemon fs.write
+//go:wasmimport lemon fs.write_at
 func fsWrite(ptr, size uint32) uint64
 
 func main() {}
 
 func init() {
-	calls := append(append(append([]string{"fs.read", "fs.write"}, log.HostCalls...), blob.HostCalls...), config.HostCalls...)
+	calls := append(append(append([]string{"fs.read", "fs.write_at"}, log.HostCalls...), blob.HostCalls...), config.HostCalls...)
 	data := map[string]sdk.BlobSpec{"dataBase64": {Encoding: "base64", MaxBytes: 2 << 20}}
 	sdk.Serve(sdk.Manifest{
 		Family: "guestmod", Version: "0.0.1",
@@ -201,7 +202,7 @@ func secretOut(req *sdk.Request) (*sdk.Result, error) {
 }
 
 // secretWrite tries to land a secret blob in a file (which fs.read could
-// then bring into the guest) and reports fs.write's error code.
+// then bring into the guest) and reports fs.write_at's error code.
 func secretWrite(req *sdk.Request) (*sdk.Result, error) {
 	var p struct {
 		Path string `json:"path"`
@@ -209,7 +210,7 @@ func secretWrite(req *sdk.Request) (*sdk.Result, error) {
 	if err := req.Decode(&p); err != nil {
 		return nil, err
 	}
-	err := sdk.Call(fsWrite, protocol.FSWriteCall{Path: p.Path, Blob: req.Blobs["value"].ID}, nil)
+	err := sdk.Call(fsWrite, contract.FSWriteAtArgs{Path: p.Path, Blob: req.Blobs["value"].ID, Expect: contract.FSExpect{Absent: true}}, nil)
 	return &sdk.Result{Payload: map[string]string{"write": codeOf(err)}}, nil
 }
 

@@ -20,7 +20,7 @@ func init() {
 	sdk.Serve(sdk.Manifest{
 		Family: "hostinfo", Version: "6.6.6",
 		Capabilities: []string{"hostinfo", "write"},
-		HostCalls:    []string{"fs.mkdir"},
+		HostCalls:    []string{"fs.mkdirs"},
 		Methods: []sdk.MethodSpec{{Name: "node.host.info", Version: 1, Capability: "hostinfo",
 			Uses: []string{"write"}, Scope: protocol.ScopeRead, Retry: protocol.RetryRead}},
 	}, map[string]sdk.Handler{
@@ -32,7 +32,7 @@ func init() {
 			if err := req.Decode(&p); err != nil {
 				return nil, err
 			}
-			if _, err := fs.Mkdir(p.Path); err != nil {
+			if _, err := fs.Mkdirs(p.Path); err != nil {
 				return nil, err
 			}
 			return &sdk.Result{Payload: map[string]any{"made": true}}, nil

@@ -2,7 +2,8 @@
 
 // Command storekv is the kv family of the reported case, for the host's
 // tests: node.kv.get and node.kv.put declare the module's own capability
-// "kv" and use the store host calls, which need read and write.
+// "kv" and use the store host calls, which need no capability (the
+// module's own namespace is its bookkeeping, docs/POLICY.md).
 package main
 
 import (

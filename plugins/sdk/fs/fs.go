@@ -19,42 +19,6 @@ func Read(path string, offset, length int64) (contract.FSReadResult, error) {
 	return sdk.Invoke(fsRead, contract.FSRead, contract.FSReadArgs{Path: path, Offset: offset, Length: length})
 }
 
-// Write writes the bytes of input blob args.Blob to args.Path (fs.write).
-func Write(args contract.FSWriteArgs) (contract.FSWriteResult, error) {
-	return sdk.Invoke(fsWrite, contract.FSWrite, args)
-}
-
-// Mkdir creates directory path, parents included (fs.mkdir).
-func Mkdir(path string) (contract.FSMkdirResult, error) {
-	return sdk.Invoke(fsMkdir, contract.FSMkdir, contract.FSPathArgs{Path: path})
-}
-
-// Move moves path to destination if its mtime is still
-// expectedModifiedAtMs (ms since the epoch); overwrite replaces an
-// existing destination (fs.move).
-func Move(path, destination string, expectedModifiedAtMs int64, overwrite bool) (contract.FSMoveResult, error) {
-	return sdk.Invoke(fsMove, contract.FSMove, contract.FSMoveArgs{Path: path, Destination: destination,
-		ExpectedModifiedAtMs: &expectedModifiedAtMs, Overwrite: overwrite})
-}
-
-// DeletePreview counts what deleting path would remove and returns the
-// confirmation token Delete needs (fs.delete_preview).
-func DeletePreview(path string, recursive bool) (contract.FSDeletePreviewResult, error) {
-	return sdk.Invoke(fsDeletePreview, contract.FSDeletePreview, contract.FSDeletePreviewArgs{Path: path, Recursive: recursive})
-}
-
-// DeletePreviewPayload is DeletePreview as a blob holding the whole
-// node.fs.delete.preview payload (fs.delete_preview_payload).
-func DeletePreviewPayload(path string, recursive bool) (contract.PayloadResult, error) {
-	return sdk.Invoke(fsDeletePreviewPayload, contract.FSDeletePreviewPayload, contract.FSDeletePreviewArgs{Path: path, Recursive: recursive})
-}
-
-// Delete deletes path if confirmationToken (from a preview) still matches
-// (fs.delete).
-func Delete(path, confirm, confirmationToken string) (contract.FSDeleteResult, error) {
-	return sdk.Invoke(fsDelete, contract.FSDelete, contract.FSDeleteArgs{Path: path, Confirm: confirm, ConfirmationToken: confirmationToken})
-}
-
 // Send streams path over the data connection of args.DataTicket (fs.send):
 // the bytes never enter the module; the result carries their sha256.
 func Send(args contract.FSSendArgs) (contract.FSTransferResult, error) {

@@ -8,18 +8,6 @@ package fs
 
 func fsRead(ptr, size uint32) uint64 { return 0 }
 
-func fsWrite(ptr, size uint32) uint64 { return 0 }
-
-func fsMkdir(ptr, size uint32) uint64 { return 0 }
-
-func fsMove(ptr, size uint32) uint64 { return 0 }
-
-func fsDeletePreview(ptr, size uint32) uint64 { return 0 }
-
-func fsDeletePreviewPayload(ptr, size uint32) uint64 { return 0 }
-
-func fsDelete(ptr, size uint32) uint64 { return 0 }
-
 func fsSend(ptr, size uint32) uint64 { return 0 }
 
 func fsReceive(ptr, size uint32) uint64 { return 0 }
@@ -33,3 +21,13 @@ func fsReadDir(ptr, size uint32) uint64 { return 0 }
 func fsStatAt(ptr, size uint32) uint64 { return 0 }
 
 func fsPRead(ptr, size uint32) uint64 { return 0 }
+
+func fsWriteAt(ptr, size uint32) uint64 { return 0 }
+
+func fsMkdirs(ptr, size uint32) uint64 { return 0 }
+
+func fsRename(ptr, size uint32) uint64 { return 0 }
+
+func fsWalk(ptr, size uint32) uint64 { return 0 }
+
+func fsRemove(ptr, size uint32) uint64 { return 0 }

@@ -9,24 +9,6 @@ package fs
 //go:wasmimport lemon fs.read
 func fsRead(ptr, size uint32) uint64
 
-//go:wasmimport lemon fs.write
-func fsWrite(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.mkdir
-func fsMkdir(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.move
-func fsMove(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.delete_preview
-func fsDeletePreview(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.delete_preview_payload
-func fsDeletePreviewPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.delete
-func fsDelete(ptr, size uint32) uint64
-
 //go:wasmimport lemon fs.send
 func fsSend(ptr, size uint32) uint64
 
@@ -47,3 +29,18 @@ func fsStatAt(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.pread
 func fsPRead(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.write_at
+func fsWriteAt(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.mkdirs
+func fsMkdirs(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.rename
+func fsRename(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.walk
+func fsWalk(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.remove
+func fsRemove(ptr, size uint32) uint64

@@ -15,3 +15,7 @@ func storeCreate(ptr, size uint32) uint64 { return 0 }
 func storeDelete(ptr, size uint32) uint64 { return 0 }
 
 func storeList(ptr, size uint32) uint64 { return 0 }
+
+func storeCAS(ptr, size uint32) uint64 { return 0 }
+
+func storeScan(ptr, size uint32) uint64 { return 0 }

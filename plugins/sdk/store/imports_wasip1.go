@@ -20,3 +20,9 @@ func storeDelete(ptr, size uint32) uint64
 
 //go:wasmimport lemon store.list
 func storeList(ptr, size uint32) uint64
+
+//go:wasmimport lemon store.cas
+func storeCAS(ptr, size uint32) uint64
+
+//go:wasmimport lemon store.scan
+func storeScan(ptr, size uint32) uint64

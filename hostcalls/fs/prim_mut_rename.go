@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -34,24 +35,24 @@ func (f *FS) coversRoot(comps []string) bool {
 	return false
 }
 
-// Move implements fs.move (spec node.fs.move). The source (its canonical
-// target) is first captured under a .lemon-move-* name in its own
-// directory with renameat2(RENAME_NOREPLACE); only then are its identity
-// and mtimeMs compared with expected, so nothing can swap it between check
-// and rename. The captured entry is renamed to the destination with
-// RENAME_NOREPLACE unless overwrite. Any failure renames it back (without
-// replacing anything that took its name meanwhile). Errors: not_found,
-// revision_conflict, already_exists, atomic_move_unavailable, cross_device,
-// path_not_allowed (a root, or an ancestor of one).
-func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSMoveResult, error) {
-	if expected < 0 || expected > protocol.FSMaxOffset {
-		return nil, protocol.InvalidParams("expectedModifiedAtMs", "expectedModifiedAtMs must be an integer from 0 to 9007199254740991")
-	}
-	sc, err := f.lexical(p)
+// Rename implements fs.rename. The source (its canonical target) is first
+// captured under a .lemon-move-* name in its own directory with
+// renameat2(RENAME_NOREPLACE); only then are its identity (the one the
+// walk saw) and a.Expect compared, so nothing can swap it between the
+// compare and the rename. The captured entry is renamed to the
+// destination with RENAME_NOREPLACE when a.NoReplace, else with a plain
+// rename. Any failure renames it back (without replacing anything that
+// took its name meanwhile). Source and destination naming one entry is
+// Same, with nothing renamed and nothing compared. Errors: not_found,
+// precondition_failed (field identity, mtime or destination),
+// atomic_move_unavailable, cross_device, path_not_allowed (a root, or an
+// ancestor of one), INVALID_PARAMS destination inside the source.
+func (f *FS) Rename(a contract.FSRenameArgs) (*contract.FSRenameResult, error) {
+	sc, err := f.lexical(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := f.lexical(dest)
+	dc, err := f.lexical(a.Destination)
 	if err != nil {
 		if pe := protocol.AsError(err); pe.Details != nil && pe.Details.Field == "path" {
 			pe.Details.Field = "destination"
@@ -80,13 +81,7 @@ func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSM
 		return nil, errNotAllowed()
 	}
 	if equalComps(dst.canon, src.canon) {
-		if !overwrite {
-			return nil, protocol.FSError(protocol.DomainAlreadyExists)
-		}
-		if mtimeMs(&src.st) != expected {
-			return nil, protocol.FSError(protocol.DomainRevisionConflict)
-		}
-		return &protocol.FSMoveResult{Path: src.path(), Destination: dst.path(), Moved: true}, nil
+		return &contract.FSRenameResult{Path: src.path(), Destination: dst.path(), Same: true, MtimeNs: mtimeNs(&src.st)}, nil
 	}
 	if hasPrefixComps(dst.canon, src.canon) {
 		return nil, protocol.InvalidParams("destination", "destination is inside the source")
@@ -102,12 +97,16 @@ func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSM
 	rollback := func() { unix.Renameat2(src.dir, tmp, src.dir, src.name, unix.RENAME_NOREPLACE) }
 	var st unix.Stat_t
 	if err := unix.Fstatat(src.dir, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
-		st.Dev != src.st.Dev || st.Ino != src.st.Ino || mtimeMs(&st) != expected {
+		st.Dev != src.st.Dev || st.Ino != src.st.Ino {
 		rollback()
-		return nil, protocol.FSError(protocol.DomainRevisionConflict)
+		return nil, errPrecondition(contract.FSFieldIdentity)
+	}
+	if err := checkExpect(a.Expect, &st); err != nil {
+		rollback()
+		return nil, err
 	}
 	var flags uint
-	if !overwrite {
+	if a.NoReplace {
 		flags = unix.RENAME_NOREPLACE
 	}
 	if err := unix.Renameat2(src.dir, tmp, dst.dir, dst.name, flags); err != nil {
@@ -116,7 +115,7 @@ func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSM
 		case flags != 0 && isRenameUnsupported(err):
 			return nil, protocol.FSError(protocol.DomainAtomicMoveUnavailable)
 		case err == unix.EEXIST, err == unix.ENOTEMPTY, err == unix.EISDIR, err == unix.ENOTDIR && dst.exists:
-			return nil, protocol.FSError(protocol.DomainAlreadyExists)
+			return nil, errPrecondition(contract.FSFieldDestination)
 		}
 		return nil, mapErrno(err)
 	}
@@ -131,5 +130,5 @@ func (f *FS) Move(p, dest string, expected int64, overwrite bool) (*protocol.FSM
 			return nil, mapErrno(err)
 		}
 	}
-	return &protocol.FSMoveResult{Path: src.path(), Destination: dst.path(), Moved: true}, nil
+	return &contract.FSRenameResult{Path: src.path(), Destination: dst.path(), MtimeNs: mtimeNs(&src.st)}, nil
 }
