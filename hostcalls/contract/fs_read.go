@@ -60,9 +60,19 @@ type FSHandleArgs struct {
 // FSReadDirArgs are the args of fs.readdir: the next entries of directory
 // handle Handle, at most MaxBytes bytes of result (512 to 1 MiB; 0 means
 // 256 KiB). Each call continues where the last one stopped.
+//
+// With Smallest (1 to FSReadDirMaxSmallest) the call instead reads the
+// rest of the directory at once and returns only its Smallest names in
+// byte order (one result, flags bit 0 set; bit 1 set when names were left
+// out); MaxBytes does not apply (the result is at most Smallest × 323
+// bytes). SkipHidden leaves out names starting with '.'. Stat follows each
+// entry with its lstat record, as fs.statat gives it (ParseFSReadDirStat).
 type FSReadDirArgs struct {
-	Handle   uint32 `json:"handle"`
-	MaxBytes int    `json:"maxBytes" doc:"result size bound, 512 to 1048576 bytes (0: 262144)"`
+	Handle     uint32 `json:"handle"`
+	MaxBytes   int    `json:"maxBytes" doc:"result size bound, 512 to 1048576 bytes (0: 262144); not with smallest"`
+	Smallest   int    `json:"smallest,omitempty" doc:"0, or 1 to 1024: only the smallest names in byte order, whole directory read at once"`
+	SkipHidden bool   `json:"skipHidden,omitempty" doc:"leave out names starting with '.'"`
+	Stat       bool   `json:"stat,omitempty" doc:"follow each entry with its fs.statat record"`
 }
 
 // FSStatAtArgs are the args of fs.statat: Names (single components, as
@@ -125,13 +135,15 @@ const (
 	FSReadDirMinBytes     = 512
 	// FSStatAtMaxNames is the most names one fs.statat takes.
 	FSStatAtMaxNames = 1024
+	// FSReadDirMaxSmallest is the largest fs.readdir smallest.
+	FSReadDirMaxSmallest = 1024
 )
 
 func fsReadSpecs() []Spec {
 	return []Spec{
 		spec(FSOpen, "Resolves path into a handle held until the invocation ends (or fs.close): the canonical path and the raw stat (st_mode, size, mtime s+ns, inode, device, access). A directory handle serves fs.readdir and fs.statat, a regular file's fs.pread."),
 		spec(FSClose, "Closes a handle before the invocation ends."),
-		spec(FSReadDir, "The next entries of a directory handle, raw bytes (not JSON): a flags byte (1: no entries follow this batch), then per entry its d_type byte, its name length (2 bytes, little-endian) and its name bytes as the directory holds them, in directory order, . and .. left out."),
+		spec(FSReadDir, "The next entries of a directory handle, raw bytes (not JSON): a flags byte (bit 0: no entries follow this batch; bit 1: smallest left names out), then per entry its d_type byte, its name length (2 bytes, little-endian) and its name bytes as the directory holds them, . and .. left out, and with stat the name's fs.statat record. In directory order, or with smallest (1 to 1024) the whole rest of the directory read at once and only its smallest names returned, in byte order; skipHidden leaves out names starting with '.'."),
 		spec(FSStatAt, "lstat of each name relative to a directory handle, raw bytes (not JSON), one record per name in order: 0 then the stat (contract.AppendFSStatRecord), or 1, a length byte and a domain error code."),
 		spec(FSPRead, "Reads at most length bytes at offset of a regular-file handle into an invocation blob, capped so their base64 fits the request's result room."),
 	}
@@ -177,8 +189,8 @@ func ParseFSReadDir(b []byte, fn func(FSDirEntry)) (eof bool, err error) {
 	return eof, nil
 }
 
-// fsStatRecordBytes is the size of an encoded FSRawStat.
-const fsStatRecordBytes = 4 + 1 + 8*6 + 4*2
+// FSStatRecordBytes is the size of an encoded FSRawStat (after its 0 byte).
+const FSStatRecordBytes = 4 + 1 + 8*6 + 4*2
 
 // AppendFSStatRecord appends st as an fs.statat success record: 0, then
 // mode (4 bytes), access (1 byte: bit 0 readable, bit 1 writable), size,
@@ -218,33 +230,81 @@ func AppendFSStatError(b []byte, code string) []byte {
 func ParseFSStatAt(b []byte, fn func(st *FSRawStat, errCode string)) error {
 	var st FSRawStat
 	for i := 0; i < len(b); {
-		switch b[i] {
-		case 0:
-			if len(b)-i-1 < fsStatRecordBytes {
-				return ErrMalformed
-			}
-			r := b[i+1:]
-			st = FSRawStat{Mode: binary.LittleEndian.Uint32(r), Readable: r[4]&1 != 0, Writable: r[4]&2 != 0}
-			r = r[5:]
-			st.Size = int64(binary.LittleEndian.Uint64(r))
-			st.MtimeSec = int64(binary.LittleEndian.Uint64(r[8:]))
-			st.MtimeNsec = int64(binary.LittleEndian.Uint64(r[16:]))
-			st.Ino = binary.LittleEndian.Uint64(r[24:])
-			st.Dev = binary.LittleEndian.Uint64(r[32:])
-			st.Nlink = binary.LittleEndian.Uint64(r[40:])
-			st.UID = binary.LittleEndian.Uint32(r[48:])
-			st.GID = binary.LittleEndian.Uint32(r[52:])
-			fn(&st, "")
-			i += 1 + fsStatRecordBytes
-		case 1:
-			if len(b)-i < 2 || len(b)-i-2 < int(b[i+1]) {
-				return ErrMalformed
-			}
-			fn(nil, string(b[i+2:i+2+int(b[i+1])]))
-			i += 2 + int(b[i+1])
-		default:
-			return ErrMalformed
+		code, n, err := parseStatRecord(b[i:], &st)
+		if err != nil {
+			return err
 		}
+		if n == 1+FSStatRecordBytes {
+			fn(&st, "")
+		} else {
+			fn(nil, code)
+		}
+		i += n
 	}
 	return nil
+}
+
+// parseStatRecord decodes the stat record at the start of b into st (a
+// success) or returns its error code, and the record's length.
+func parseStatRecord(b []byte, st *FSRawStat) (code string, n int, err error) {
+	if len(b) == 0 {
+		return "", 0, ErrMalformed
+	}
+	switch b[0] {
+	case 0:
+		if len(b)-1 < FSStatRecordBytes {
+			return "", 0, ErrMalformed
+		}
+		r := b[1:]
+		*st = FSRawStat{Mode: binary.LittleEndian.Uint32(r), Readable: r[4]&1 != 0, Writable: r[4]&2 != 0}
+		r = r[5:]
+		st.Size = int64(binary.LittleEndian.Uint64(r))
+		st.MtimeSec = int64(binary.LittleEndian.Uint64(r[8:]))
+		st.MtimeNsec = int64(binary.LittleEndian.Uint64(r[16:]))
+		st.Ino = binary.LittleEndian.Uint64(r[24:])
+		st.Dev = binary.LittleEndian.Uint64(r[32:])
+		st.Nlink = binary.LittleEndian.Uint64(r[40:])
+		st.UID = binary.LittleEndian.Uint32(r[48:])
+		st.GID = binary.LittleEndian.Uint32(r[52:])
+		return "", 1 + FSStatRecordBytes, nil
+	case 1:
+		if len(b) < 2 || len(b)-2 < int(b[1]) {
+			return "", 0, ErrMalformed
+		}
+		return string(b[2 : 2+int(b[1])]), 2 + int(b[1]), nil
+	}
+	return "", 0, ErrMalformed
+}
+
+// ParseFSReadDirStat walks an fs.readdir result made with stat, calling fn
+// for each entry (Name aliases b; st is reused between calls and nil when
+// the entry has an error code instead), and reports the flags: eof, and
+// more (smallest left names out).
+func ParseFSReadDirStat(b []byte, fn func(e FSDirEntry, st *FSRawStat, errCode string)) (eof, more bool, err error) {
+	if len(b) == 0 {
+		return false, false, ErrMalformed
+	}
+	eof, more = b[0]&1 != 0, b[0]&2 != 0
+	var st FSRawStat
+	for i := 1; i < len(b); {
+		if len(b)-i < 3 {
+			return false, false, ErrMalformed
+		}
+		n := int(binary.LittleEndian.Uint16(b[i+1:]))
+		if len(b)-i-3 < n {
+			return false, false, ErrMalformed
+		}
+		e := FSDirEntry{Type: b[i], Name: b[i+3 : i+3+n]}
+		code, rn, err := parseStatRecord(b[i+3+n:], &st)
+		if err != nil {
+			return false, false, err
+		}
+		if rn == 1+FSStatRecordBytes {
+			fn(e, &st, "")
+		} else {
+			fn(e, nil, code)
+		}
+		i += 3 + n + rn
+	}
+	return eof, more, nil
 }

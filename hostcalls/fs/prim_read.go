@@ -1,9 +1,11 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -212,7 +214,7 @@ func (f *FS) open(p string, noFollow bool) (*handle, contract.FSOpenResult, erro
 // at most maxBytes bytes (contract.ParseFSReadDir's format). When an
 // entry does not fit, the directory offset goes back to it (lseek to the
 // d_off of the record before it), so the next call starts there.
-func readDir(h *handle, maxBytes int) ([]byte, error) {
+func readDir(h *handle, maxBytes int, skipHidden, withStat bool) ([]byte, error) {
 	if h.st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, errNotDir()
 	}
@@ -252,20 +254,123 @@ func readDir(h *handle, maxBytes int) ([]byte, error) {
 				name = name[:i]
 			}
 			b = b[reclen:]
-			if len(name) == 0 || string(name) == "." || string(name) == ".." {
+			if len(name) == 0 || string(name) == "." || string(name) == ".." || skipHidden && name[0] == '.' {
 				last = off
 				continue
 			}
-			if len(out)+3+len(name) > maxBytes {
+			mark := len(out)
+			out = contract.AppendFSDirEntry(out, typ, name)
+			if withStat {
+				out = appendStatAt(out, h.fd, string(name))
+			}
+			if len(out) > maxBytes {
 				if _, err := unix.Seek(h.fd, last, io.SeekStart); err != nil {
 					return nil, mapErrno(err)
 				}
-				return out, nil
+				return out[:mark], nil
 			}
-			out = contract.AppendFSDirEntry(out, typ, name)
 			last = off
 		}
 	}
+}
+
+// readDirSmallest reads the rest of directory handle h and returns its n
+// smallest names in byte order (names starting with '.' left out when
+// skipHidden), each followed by its lstat record when withStat, in
+// contract.ParseFSReadDir's format with flags bit 0 set and bit 1 set when
+// names were left out. Memory stays bounded for a directory of any size:
+// names pile up in one arena and, past 4n of them, are sorted and cut back
+// to the n smallest.
+func readDirSmallest(h *handle, n int, skipHidden, withStat bool) ([]byte, error) {
+	if h.st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, errNotDir()
+	}
+	if !h.rdOK {
+		return nil, protocol.FSError(protocol.DomainPermissionDenied)
+	}
+	type span struct {
+		off, n uint32
+		typ    uint8
+	}
+	var (
+		arena []byte
+		spans []span
+		more  bool
+	)
+	name := func(s span) []byte { return arena[s.off : s.off+s.n] }
+	compact := func() {
+		slices.SortFunc(spans, func(a, b span) int { return bytes.Compare(name(a), name(b)) })
+		if len(spans) <= n {
+			return
+		}
+		more = true
+		kept := make([]byte, 0, len(arena)/2)
+		for i, s := range spans[:n] {
+			spans[i] = span{uint32(len(kept)), s.n, s.typ}
+			kept = append(kept, name(s)...)
+		}
+		spans, arena = spans[:n], kept
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		got, err := unix.Getdents(h.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, mapErrno(err)
+		}
+		if got <= 0 {
+			break
+		}
+		for b := buf[:got]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, protocol.FSError(protocol.DomainFilesystemError)
+			}
+			typ, nm := b[18], b[19:reclen]
+			if i := indexNUL(nm); i >= 0 {
+				nm = nm[:i]
+			}
+			b = b[reclen:]
+			if len(nm) == 0 || string(nm) == "." || string(nm) == ".." || skipHidden && nm[0] == '.' {
+				continue
+			}
+			if len(spans) >= 4*n {
+				compact()
+			}
+			spans = append(spans, span{uint32(len(arena)), uint32(len(nm)), typ})
+			arena = append(arena, nm...)
+		}
+	}
+	compact()
+	out := make([]byte, 1, 1+len(arena)+len(spans)*(3+1+contract.FSStatRecordBytes))
+	out[0] = 1
+	if more {
+		out[0] |= 2
+	}
+	for _, sp := range spans {
+		nm := name(sp)
+		out = contract.AppendFSDirEntry(out, sp.typ, nm)
+		if withStat {
+			out = appendStatAt(out, h.fd, string(nm))
+		}
+	}
+	return out, nil
+}
+
+// appendStatAt appends the fs.statat record of name relative to dir.
+func appendStatAt(out []byte, dir int, name string) []byte {
+	if name == "" || name == "." || name == ".." || len(name) > protocol.FSMaxNameBytes ||
+		strings.IndexByte(name, '/') >= 0 || strings.IndexByte(name, 0) >= 0 {
+		return contract.AppendFSStatError(out, protocol.DomainInvalidPath)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return contract.AppendFSStatError(out, protocol.AsError(mapErrno(err)).DomainCode())
+	}
+	rs := rawStat(&st, accessible(dir, name, unix.R_OK), accessible(dir, name, unix.W_OK))
+	return contract.AppendFSStatRecord(out, &rs)
 }
 
 func indexNUL(b []byte) int {
@@ -287,18 +392,7 @@ func statAt(h *handle, names []string) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(names)*70)
 	for _, name := range names {
-		if name == "" || name == "." || name == ".." || len(name) > protocol.FSMaxNameBytes ||
-			strings.IndexByte(name, '/') >= 0 || strings.IndexByte(name, 0) >= 0 {
-			out = contract.AppendFSStatError(out, protocol.DomainInvalidPath)
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(h.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			out = contract.AppendFSStatError(out, protocol.AsError(mapErrno(err)).DomainCode())
-			continue
-		}
-		rs := rawStat(&st, accessible(h.fd, name, unix.R_OK), accessible(h.fd, name, unix.W_OK))
-		out = contract.AppendFSStatRecord(out, &rs)
+		out = appendStatAt(out, h.fd, name)
 	}
 	return out, nil
 }
@@ -416,6 +510,12 @@ func (fs *FS) hcReadDir(ctx context.Context, call hostcalls.Call, args []byte) (
 	if perr := protocol.DecodeParams(args, &a); perr != nil {
 		return nil, perr
 	}
+	if a.Smallest < 0 || a.Smallest > contract.FSReadDirMaxSmallest {
+		return nil, protocol.InvalidParams("smallest", "smallest must be an integer from 0 to 1024")
+	}
+	if a.Smallest > 0 && a.MaxBytes != 0 {
+		return nil, protocol.InvalidParams("maxBytes", "maxBytes does not apply with smallest")
+	}
 	if a.MaxBytes == 0 {
 		a.MaxBytes = contract.FSReadDirDefaultBytes
 	}
@@ -423,7 +523,11 @@ func (fs *FS) hcReadDir(ctx context.Context, call hostcalls.Call, args []byte) (
 		return nil, protocol.InvalidParams("maxBytes", "maxBytes must be an integer from 512 to 1048576")
 	}
 	out, err := withHandle(ctx, fs, call, "readdir", a.Handle, func(h *handle) (*[]byte, error) {
-		b, err := readDir(h, a.MaxBytes)
+		if a.Smallest > 0 {
+			b, err := readDirSmallest(h, a.Smallest, a.SkipHidden, a.Stat)
+			return &b, err
+		}
+		b, err := readDir(h, a.MaxBytes, a.SkipHidden, a.Stat)
 		return &b, err
 	})
 	return out, err
@@ -469,7 +573,8 @@ var (
 		hostcalls.Err(errHandleBudget, "the invocation already holds 16 handles"))
 	closeErrors   = handleErrors[:1]
 	readDirErrors = append(handleErrors[:len(handleErrors):len(handleErrors)],
-		hostcalls.Err(protocol.InvalidParams("maxBytes", ""), "maxBytes is not 0 or 512 to 1048576"),
+		hostcalls.Err(protocol.InvalidParams("maxBytes", ""), "maxBytes is not 0 or 512 to 1048576, or not 0 with smallest"),
+		hostcalls.Err(protocol.InvalidParams("smallest", ""), "smallest is not 0 to 1024"),
 		hostcalls.Err(protocol.FSError(protocol.DomainNotDirectory), "the handle is not a directory"),
 		hostcalls.Err(protocol.FSError(protocol.DomainPermissionDenied), "the node may not read the directory"))
 	statAtErrors = append(handleErrors[:len(handleErrors):len(handleErrors)],

@@ -40,7 +40,7 @@ func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
 	}
 	var names []string
 	for eof := false; !eof; {
-		b, err := readDir(h, 4096)
+		b, err := readDir(h, 4096, false, false)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package fs
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,5 +206,106 @@ func TestPRead(t *testing.T) {
 	json.Unmarshal(out, &r)
 	if want := ReadChunkFor(call.maxResult, e.abs("root/big")); r.Length != int64(want) || r.EOF {
 		t.Fatalf("room-capped chunk %d, want %d", r.Length, want)
+	}
+}
+
+// TestReadDirSmallest: fs.readdir with smallest reads the whole directory
+// at once and returns its smallest names in byte order (flag bit 1 when
+// names were left out: none at exactly as many names as smallest, set at
+// one fewer), skipHidden leaves out dot names, stat appends each name's
+// lstat record; smallest 0 to 1024 only, and not with maxBytes.
+func TestReadDirSmallest(t *testing.T) {
+	var tree []node
+	var want []string
+	for i := 0; i < 30; i++ {
+		n := fmt.Sprintf("%02d", 29-i)
+		tree = append(tree, node{path: "root/d/" + n, file: strings.Repeat("x", i)})
+		want = append(want, n)
+	}
+	tree = append(tree, node{path: "root/d/.hidden", file: "h"}, node{path: "root/d/sub/x", file: "1"})
+	want = append(want, "sub")
+	slices.Sort(want)
+	e := newEnv(t, tree, "root")
+	list := func(args map[string]any) (names []string, sizes []int64, more bool) {
+		call := newCall()
+		defer call.end()
+		r, _ := openH(t, e, call, "d", false)
+		args["handle"] = r.Handle
+		out, perr := e.call("fs.readdir", args, call)
+		if perr != nil {
+			t.Fatalf("%v: %+v", args, perr)
+		}
+		if args["stat"] == true {
+			eof, m, err := contract.ParseFSReadDirStat(out, func(en contract.FSDirEntry, st *contract.FSRawStat, code string) {
+				names = append(names, string(en.Name))
+				if st == nil {
+					t.Fatalf("%s: %s", en.Name, code)
+				}
+				sizes = append(sizes, st.Size)
+			})
+			if err != nil || !eof {
+				t.Fatal(err, eof)
+			}
+			return names, sizes, m
+		}
+		eof, err := contract.ParseFSReadDir(out, func(en contract.FSDirEntry) { names = append(names, string(en.Name)) })
+		if err != nil || !eof {
+			t.Fatal(err, eof)
+		}
+		return names, nil, out[0]&2 != 0
+	}
+	all := len(want) // 31 visible names
+	if got, _, more := list(map[string]any{"smallest": all, "skipHidden": true}); fmt.Sprint(got) != fmt.Sprint(want) || more {
+		t.Fatalf("smallest %d: %v more=%v, want %v", all, got, more, want)
+	}
+	if got, _, more := list(map[string]any{"smallest": all - 1, "skipHidden": true}); fmt.Sprint(got) != fmt.Sprint(want[:all-1]) || !more {
+		t.Fatalf("smallest %d: %v more=%v", all-1, got, more)
+	}
+	if got, _, more := list(map[string]any{"smallest": 1}); fmt.Sprint(got) != "[.hidden]" || !more {
+		t.Fatalf("smallest 1 with hidden: %v more=%v", got, more)
+	}
+	got, sizes, _ := list(map[string]any{"smallest": 3, "skipHidden": true, "stat": true})
+	if fmt.Sprint(got) != "[00 01 02]" || fmt.Sprint(sizes) != "[29 28 27]" {
+		t.Fatalf("smallest 3 with stat: %v %v", got, sizes)
+	}
+	// Directory order with stat and skipHidden: every visible name once,
+	// with its record, across 512-byte batches.
+	call := newCall()
+	r, _ := openH(t, e, call, "d", false)
+	seen := 0
+	for eof, calls := false, 0; !eof; calls++ {
+		out, perr := e.call("fs.readdir", map[string]any{"handle": r.Handle, "maxBytes": 512, "skipHidden": true, "stat": true}, call)
+		if perr != nil || len(out) > 512 || calls > 50 {
+			t.Fatal(perr, len(out), calls)
+		}
+		var err error
+		eof, _, err = contract.ParseFSReadDirStat(out, func(en contract.FSDirEntry, st *contract.FSRawStat, code string) {
+			if en.Name[0] == '.' || st == nil {
+				t.Errorf("%s: %v %s", en.Name, st, code)
+			}
+			seen++
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	call.end()
+	if seen != all {
+		t.Fatalf("%d names with stat, want %d", seen, all)
+	}
+	call = newCall()
+	defer call.end()
+	r, _ = openH(t, e, call, "d", false)
+	for _, bad := range []map[string]any{
+		{"handle": r.Handle, "smallest": contract.FSReadDirMaxSmallest + 1},
+		{"handle": r.Handle, "smallest": -1},
+		{"handle": r.Handle, "smallest": 5, "maxBytes": 4096},
+	} {
+		if _, perr := e.call("fs.readdir", bad, call); perr == nil || perr.Code != protocol.CodeInvalidParams {
+			t.Errorf("%v: %+v", bad, perr)
+		}
+	}
+	if _, perr := e.call("fs.readdir", map[string]any{"handle": r.Handle, "smallest": contract.FSReadDirMaxSmallest}, call); perr != nil {
+		t.Errorf("smallest 1024: %+v", perr)
 	}
 }

@@ -7,7 +7,7 @@
 // effect and its confinement, and shapes the spec's payloads (adding the
 // name-derived MIME type). node.fs.stat, list and read are shaped here
 // (read.go; package shape: MIME table, payload bytes) from the raw figures
-// of the read primitives (fs.open, fs.readdir, fs.statat, fs.pread). The
+// of the read primitives (fs.open, fs.readdir with stat records, fs.read). The
 // mutation decisions are this module's too (mutate*.go): revisions, move
 // rules, delete preview tokens and their limits (state in its volatile
 // store), enforced by the mutation primitives' atomic compares (fs.write_at,

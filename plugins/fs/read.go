@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"lemon/hostcalls/contract"
 	"lemon/plugins/fs/shape"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/fs"
@@ -50,9 +49,10 @@ func stat(req *sdk.Request) (*sdk.Result, error) {
 	return &sdk.Result{Payload: json.RawMessage(shape.StatPayload(h.Path, &h.Stat))}, nil
 }
 
-// list serves node.fs.list: every name of the directory through
-// fs.readdir (bounded batches), the 500 smallest visible ones in byte
-// order kept (shape.Lister), then one fs.statat of those that are UTF-8.
+// list serves node.fs.list: one fs.readdir gives the 500 smallest visible
+// names in byte order, each with its lstat record, and whether more
+// exist; shape.ListPayloadFromReadDir writes the payload from it in one
+// pass (names that are not UTF-8 listed as invalid_path).
 func list(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSListParams
 	if err := decode(req, &p, func() *protocol.Error { return checkNodePath(p.NodeID, p.Path) }); err != nil {
@@ -65,43 +65,15 @@ func list(req *sdk.Request) (*sdk.Result, error) {
 	if !shape.IsDir(h.Stat.Mode) {
 		return nil, protocol.FSError(protocol.DomainNotDirectory)
 	}
-	l := shape.Lister{ShowHidden: p.ShowHidden}
-	for {
-		batch, err := fs.ReadDir(h.Handle, 0)
-		if err != nil {
-			return nil, err
-		}
-		eof, err := contract.ParseFSReadDir(batch, func(e contract.FSDirEntry) { l.Add(e.Name) })
-		if err != nil {
-			return nil, protocol.FSError(protocol.DomainFilesystemError)
-		}
-		if eof {
-			break
-		}
+	raw, err := fs.ReadDirSmallest(h.Handle, protocol.FSListLimit, !p.ShowHidden, true)
+	if err != nil {
+		return nil, err
 	}
-	names, truncated := l.Names()
-	toStat := shape.ToStat(names)
-	stats := make([]*contract.FSRawStat, 0, len(toStat))
-	errs := make([]string, 0, len(toStat))
-	all := make([]contract.FSRawStat, len(toStat))
-	if len(toStat) > 0 {
-		raw, err := fs.StatAt(h.Handle, toStat)
-		if err != nil {
-			return nil, err
-		}
-		err = contract.ParseFSStatAt(raw, func(st *contract.FSRawStat, code string) {
-			if st != nil && len(stats) < len(all) {
-				all[len(stats)] = *st
-				st = &all[len(stats)]
-			}
-			stats = append(stats, st)
-			errs = append(errs, code)
-		})
-		if err != nil || len(stats) != len(toStat) {
-			return nil, protocol.FSError(protocol.DomainFilesystemError)
-		}
+	out, err := shape.ListPayloadFromReadDir(h.Path, raw)
+	if err != nil {
+		return nil, protocol.FSError(protocol.DomainFilesystemError)
 	}
-	return &sdk.Result{Payload: json.RawMessage(shape.ListPayload(h.Path, names, truncated, stats, errs))}, nil
+	return &sdk.Result{Payload: json.RawMessage(out)}, nil
 }
 
 // read serves node.fs.read: fs.read (fs.open and fs.pread in one host

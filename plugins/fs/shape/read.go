@@ -56,7 +56,15 @@ func MtimeMs(st *contract.FSRawStat) int64 { return st.MtimeSec*1000 + st.MtimeN
 func AppendString(b []byte, s string) []byte { return appendStr(b, s) }
 
 func appendStr[S ~string | ~[]byte](b []byte, s S) []byte {
+	b, _ = appendStrValid(b, s)
+	return b
+}
+
+// appendStrValid is appendStr, also reporting whether s was valid UTF-8
+// (the validity check folded into the escape scan: no second pass).
+func appendStrValid[S ~string | ~[]byte](b []byte, s S) (_ []byte, valid bool) {
 	const hex = "0123456789abcdef"
+	valid = true
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -96,6 +104,7 @@ func appendStr[S ~string | ~[]byte](b []byte, s S) []byte {
 			b = append(b, "\uFFFD"...)
 			i++
 			start = i
+			valid = false
 			continue
 		}
 		if r == '\u2028' || r == '\u2029' {
@@ -108,7 +117,7 @@ func appendStr[S ~string | ~[]byte](b []byte, s S) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, '"'), valid
 }
 
 // appendStatFields appends `"type":…,"size":…,"mtimeMs":…,"mode":…,
@@ -268,4 +277,51 @@ func ListPayload(path string, names [][]byte, truncated bool, stats []*contract.
 	b = append(b, `,"truncated":`...)
 	b = strconv.AppendBool(b, truncated)
 	return append(b, '}')
+}
+
+// ListPayloadFromReadDir is the node.fs.list payload of canonical path
+// from one fs.readdir result made with smallest (FSListLimit), stat and
+// skipHidden as showHidden asks (contract.ParseFSReadDirStat's format):
+// the same bytes ListPayload makes from Lister, ToStat and fs.statat, in
+// one pass without per-entry allocations. A name that is not UTF-8 is
+// listed as invalid_path whatever its stat record says.
+func ListPayloadFromReadDir(path string, raw []byte) ([]byte, error) {
+	b := make([]byte, 0, 128+len(path)+2*len(raw))
+	b = append(b, `{"path":`...)
+	b = AppendString(b, fixUTF8(path))
+	b = append(b, `,"entries":[`...)
+	first := true
+	_, more, err := contract.ParseFSReadDirStat(raw, func(e contract.FSDirEntry, st *contract.FSRawStat, code string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, `{"name":`...)
+		var valid bool
+		b, valid = appendStrValid(b, e.Name)
+		switch {
+		case !valid:
+			b = append(b, `,"error":"`...)
+			b = append(b, protocol.DomainInvalidPath...)
+			b = append(b, '"')
+		case st != nil:
+			b = append(b, ',')
+			b = appendStatFields(b, e.Name, st)
+		default:
+			if code == "" {
+				code = protocol.DomainFilesystemError
+			}
+			b = append(b, `,"error":`...)
+			b = AppendString(b, code)
+		}
+		b = append(b, '}')
+	})
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `],"limit":`...)
+	b = strconv.AppendInt(b, protocol.FSListLimit, 10)
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, more)
+	return append(b, '}'), nil
 }

@@ -7,6 +7,9 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"lemon/hostcalls/contract"
 )
 
 // TestAppendStringMatchesEncodingJSON: for every string, AppendString
@@ -109,5 +112,67 @@ func TestCompareIsByteOrder(t *testing.T) {
 				t.Fatalf("Compare(%q, %q) = %d, want %d", a, b, got, want)
 			}
 		}
+	}
+}
+
+// TestListPayloadFromReadDirMatchesListPayload: the one-pass payload from
+// an fs.readdir result with stat records equals ListPayload's for the same
+// names and records (stats, error codes, invalid UTF-8 names with or
+// without a record, names needing escapes), and truncated follows the
+// result's flag bit 1.
+func TestListPayloadFromReadDirMatchesListPayload(t *testing.T) {
+	names := [][]byte{[]byte("a.txt"), []byte("b\xff.md"), []byte(`q"<&>.json`), []byte("gone"), []byte("long-name-" + strings.Repeat("x", 40) + ".PNG"),
+		[]byte("ctl\x01"), []byte("bad\xfe"), []byte("dir")}
+	sts := []*contract.FSRawStat{
+		{Mode: 0o100644, Size: 5, MtimeSec: 1700000000, MtimeNsec: 123456789, Readable: true},
+		nil, // invalid UTF-8: never stat'ed by the old path; its record is ignored
+		{Mode: 0o100600, Size: 1 << 40, MtimeSec: 1, Writable: true},
+		nil, // not_found
+		{Mode: 0o120777, Size: 3, MtimeSec: 1700000001, Readable: true, Writable: true},
+		{Mode: 0o010644},
+		{Mode: 0o100644}, // invalid UTF-8 with a record
+		{Mode: 0o040755, Size: 4096, MtimeSec: 1700000002, MtimeNsec: 999999999, Readable: true},
+	}
+	for _, more := range []bool{false, true} {
+		raw := []byte{1}
+		if more {
+			raw[0] |= 2
+		}
+		var oldStats []*contract.FSRawStat
+		var oldErrs []string
+		for i, n := range names {
+			raw = contract.AppendFSDirEntry(raw, 8, n)
+			switch {
+			case sts[i] != nil:
+				raw = contract.AppendFSStatRecord(raw, sts[i])
+			case string(n) == "gone":
+				raw = contract.AppendFSStatError(raw, "not_found")
+			default:
+				raw = contract.AppendFSStatError(raw, "invalid_path")
+			}
+			if utf8.Valid(n) {
+				oldStats = append(oldStats, sts[i])
+				if sts[i] == nil {
+					oldErrs = append(oldErrs, "not_found")
+				} else {
+					oldErrs = append(oldErrs, "")
+				}
+			}
+		}
+		got, err := ListPayloadFromReadDir("/r/d\xff", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ListPayload("/r/d\xff", names, more, oldStats, oldErrs)
+		if string(got) != string(want) {
+			t.Fatalf("more=%v:\n got %s\nwant %s", more, got, want)
+		}
+		var v struct{ Truncated bool }
+		if err := json.Unmarshal(got, &v); err != nil || v.Truncated != more {
+			t.Fatalf("truncated: %v %v", v.Truncated, err)
+		}
+	}
+	if _, err := ListPayloadFromReadDir("/r", []byte{1, 8, 5, 0, 'a'}); err == nil {
+		t.Fatal("a cut entry was accepted")
 	}
 }

@@ -40,6 +40,25 @@ func ReadDir(h uint32, maxBytes int) ([]byte, error) {
 	return sdk.CallBytes(fsReadDir, append(b, '}'))
 }
 
+// ReadDirSmallest reads the rest of directory handle h at once and
+// returns its n smallest names (1 to 1,024) in byte order (fs.readdir with
+// smallest), names starting with '.' left out when skipHidden, each
+// followed by its fs.statat record when stat: parse it with
+// contract.ParseFSReadDirStat (stat) or contract.ParseFSReadDir; flags bit
+// 1 says names were left out.
+func ReadDirSmallest(h uint32, n int, skipHidden, stat bool) ([]byte, error) {
+	b := make([]byte, 0, 80)
+	b = append(b, `{"handle":`...)
+	b = strconv.AppendUint(b, uint64(h), 10)
+	b = append(b, `,"maxBytes":0,"smallest":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `,"skipHidden":`...)
+	b = strconv.AppendBool(b, skipHidden)
+	b = append(b, `,"stat":`...)
+	b = strconv.AppendBool(b, stat)
+	return sdk.CallBytes(fsReadDir, append(b, '}'))
+}
+
 // StatAt lstat's each of names (1 to 1,024 plain UTF-8 components)
 // relative to directory handle h (fs.statat), in contract.ParseFSStatAt's
 // format: one record per name, in order.
