@@ -230,11 +230,11 @@ func AppendFSStatError(b []byte, code string) []byte {
 func ParseFSStatAt(b []byte, fn func(st *FSRawStat, errCode string)) error {
 	var st FSRawStat
 	for i := 0; i < len(b); {
-		code, n, err := parseStatRecord(b[i:], &st)
+		code, n, err := ParseFSStatRecord(b[i:], &st)
 		if err != nil {
 			return err
 		}
-		if n == 1+FSStatRecordBytes {
+		if b[i] == 0 {
 			fn(&st, "")
 		} else {
 			fn(nil, code)
@@ -244,9 +244,10 @@ func ParseFSStatAt(b []byte, fn func(st *FSRawStat, errCode string)) error {
 	return nil
 }
 
-// parseStatRecord decodes the stat record at the start of b into st (a
-// success) or returns its error code, and the record's length.
-func parseStatRecord(b []byte, st *FSRawStat) (code string, n int, err error) {
+// ParseFSStatRecord decodes the fs.statat record at the start of b: a
+// success fills st and returns code "", an error record returns its
+// domain error code; n is the record's length in bytes.
+func ParseFSStatRecord(b []byte, st *FSRawStat) (code string, n int, err error) {
 	if len(b) == 0 {
 		return "", 0, ErrMalformed
 	}
@@ -295,11 +296,11 @@ func ParseFSReadDirStat(b []byte, fn func(e FSDirEntry, st *FSRawStat, errCode s
 			return false, false, ErrMalformed
 		}
 		e := FSDirEntry{Type: b[i], Name: b[i+3 : i+3+n]}
-		code, rn, err := parseStatRecord(b[i+3+n:], &st)
+		code, rn, err := ParseFSStatRecord(b[i+3+n:], &st)
 		if err != nil {
 			return false, false, err
 		}
-		if rn == 1+FSStatRecordBytes {
+		if b[i+3+n] == 0 {
 			fn(e, &st, "")
 		} else {
 			fn(e, nil, code)

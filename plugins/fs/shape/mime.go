@@ -40,6 +40,7 @@ func init() {
 			mimeByExt[strings.ToLower(ext)] = typ
 		}
 	}
+	buildMimeSlots()
 }
 
 // MIME infers a MIME type from the extension of a name's last path

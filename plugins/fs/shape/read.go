@@ -123,20 +123,62 @@ func appendStrValid[S ~string | ~[]byte](b []byte, s S) (_ []byte, valid bool) {
 // appendStatFields appends `"type":…,"size":…,"mtimeMs":…,"mode":…,
 // "mime":…,"readable":…,"writable":…` (mime from name).
 func appendStatFields[S ~string | ~[]byte](b []byte, name S, st *contract.FSRawStat) []byte {
-	b = append(b, `"type":"`...)
-	b = append(b, TypeName(st.Mode)...)
-	b = append(b, `","size":`...)
-	b = strconv.AppendInt(b, st.Size, 10)
+	b = append(b, typePrefix(st.Mode)...)
+	b = appendInt(b, st.Size)
 	b = append(b, `,"mtimeMs":`...)
-	b = strconv.AppendInt(b, MtimeMs(st), 10)
+	b = appendInt(b, MtimeMs(st))
 	b = append(b, `,"mode":`...)
-	b = strconv.AppendUint(b, uint64(st.Mode), 10)
+	b = appendUint16d(b, uint64(st.Mode))
 	b = append(b, `,"mime":`...)
-	b = appendStr(b, mimeOf(name))
-	b = append(b, `,"readable":`...)
-	b = strconv.AppendBool(b, st.Readable)
-	b = append(b, `,"writable":`...)
-	return strconv.AppendBool(b, st.Writable)
+	b = append(b, mimeQuoted(name)...)
+	switch {
+	case st.Readable && st.Writable:
+		return append(b, `,"readable":true,"writable":true`...)
+	case st.Readable:
+		return append(b, `,"readable":true,"writable":false`...)
+	case st.Writable:
+		return append(b, `,"readable":false,"writable":true`...)
+	}
+	return append(b, `,"readable":false,"writable":false`...)
+}
+
+// appendEntryStat appends `,` and appendStatFields's fields of name and
+// st, and the closing `}`: the list entry's tail, non-generic and with
+// the access fields as one string.
+func appendEntryStat(b []byte, name []byte, st *contract.FSRawStat) []byte {
+	b = append(b, ',')
+	b = append(b, typePrefix(st.Mode)...)
+	b = appendInt(b, st.Size)
+	b = append(b, `,"mtimeMs":`...)
+	b = appendInt(b, MtimeMs(st))
+	b = append(b, `,"mode":`...)
+	b = appendUint16d(b, uint64(st.Mode))
+	b = append(b, `,"mime":`...)
+	b = append(b, mimeQuoted(name)...)
+	acc := 0
+	if st.Readable {
+		acc |= 1
+	}
+	if st.Writable {
+		acc |= 2
+	}
+	return append(b, accessTail[acc]...)
+}
+
+var accessTail = [4]string{`,"readable":false,"writable":false}`, `,"readable":true,"writable":false}`,
+	`,"readable":false,"writable":true}`, `,"readable":true,"writable":true}`}
+
+// typePrefix is `"type":"<TypeName>","size":` for st_mode's file type.
+func typePrefix(mode uint32) string {
+	switch mode & sIFMT {
+	case sIFREG:
+		return `"type":"regular","size":`
+	case sIFDIR:
+		return `"type":"directory","size":`
+	case sIFLNK:
+		return `"type":"symlink","size":`
+	}
+	return `"type":"` + TypeName(mode) + `","size":`
 }
 
 // StatPayload is the node.fs.stat payload of canonical path with raw
@@ -286,42 +328,54 @@ func ListPayload(path string, names [][]byte, truncated bool, stats []*contract.
 // one pass without per-entry allocations. A name that is not UTF-8 is
 // listed as invalid_path whatever its stat record says.
 func ListPayloadFromReadDir(path string, raw []byte) ([]byte, error) {
+	if len(raw) == 0 {
+		return nil, contract.ErrMalformed
+	}
 	b := make([]byte, 0, 128+len(path)+2*len(raw))
 	b = append(b, `{"path":`...)
 	b = AppendString(b, fixUTF8(path))
 	b = append(b, `,"entries":[`...)
-	first := true
-	_, more, err := contract.ParseFSReadDirStat(raw, func(e contract.FSDirEntry, st *contract.FSRawStat, code string) {
-		if !first {
+	var st contract.FSRawStat
+	for i := 1; i < len(raw); {
+		// One entry: d_type, name length (u16 LE), name, stat record
+		// (contract.ParseFSReadDirStat's format), parsed in place.
+		if len(raw)-i < 4 {
+			return nil, contract.ErrMalformed
+		}
+		n := int(raw[i+1]) | int(raw[i+2])<<8
+		if len(raw)-i-3 < n+1 {
+			return nil, contract.ErrMalformed
+		}
+		name, rec := raw[i+3:i+3+n], raw[i+3+n:]
+		code, rn, err := contract.ParseFSStatRecord(rec, &st)
+		if err != nil {
+			return nil, err
+		}
+		if i > 1 {
 			b = append(b, ',')
 		}
-		first = false
+		i += 3 + n + rn
 		b = append(b, `{"name":`...)
 		var valid bool
-		b, valid = appendStrValid(b, e.Name)
+		b, valid = appendStrValid(b, name)
 		switch {
 		case !valid:
-			b = append(b, `,"error":"`...)
-			b = append(b, protocol.DomainInvalidPath...)
-			b = append(b, '"')
-		case st != nil:
-			b = append(b, ',')
-			b = appendStatFields(b, e.Name, st)
+			b = append(b, `,"error":"`+protocol.DomainInvalidPath+`"}`...)
+		case rec[0] == 0: // a stat record
+			b = appendEntryStat(b, name, &st)
 		default:
 			if code == "" {
 				code = protocol.DomainFilesystemError
 			}
 			b = append(b, `,"error":`...)
 			b = AppendString(b, code)
+			b = append(b, '}')
 		}
-		b = append(b, '}')
-	})
-	if err != nil {
-		return nil, err
 	}
 	b = append(b, `],"limit":`...)
 	b = strconv.AppendInt(b, protocol.FSListLimit, 10)
-	b = append(b, `,"truncated":`...)
-	b = strconv.AppendBool(b, more)
-	return append(b, '}'), nil
+	if raw[0]&2 != 0 {
+		return append(b, `,"truncated":true}`...), nil
+	}
+	return append(b, `,"truncated":false}`...), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -172,7 +173,63 @@ func TestListPayloadFromReadDirMatchesListPayload(t *testing.T) {
 			t.Fatalf("truncated: %v %v", v.Truncated, err)
 		}
 	}
+	// Error records as long as a stat record (a 60-byte code) and with an
+	// empty code stay errors.
+	long := strings.Repeat("c", 60)
+	raw := contract.AppendFSStatError(contract.AppendFSDirEntry([]byte{1}, 8, []byte("a")), long)
+	raw = contract.AppendFSStatError(contract.AppendFSDirEntry(raw, 8, []byte("b")), "")
+	got, err := ListPayloadFromReadDir("/r", raw)
+	if want := `{"path":"/r","entries":[{"name":"a","error":"` + long + `"},{"name":"b","error":"filesystem_error"}],"limit":500,"truncated":false}`; err != nil || string(got) != want {
+		t.Fatalf("error records: %s %v", got, err)
+	}
 	if _, err := ListPayloadFromReadDir("/r", []byte{1, 8, 5, 0, 'a'}); err == nil {
 		t.Fatal("a cut entry was accepted")
+	}
+}
+
+// TestAppendIntMatchesStrconv: the branch-free formatter writes what
+// strconv does at every digit-count boundary (9/10, 99999999/1e8,
+// 1e16-1/1e16 where it hands over to strconv), for negatives and at random.
+func TestAppendIntMatchesStrconv(t *testing.T) {
+	vals := []int64{0, 1, 9, 10, 99, 100, 1e7 - 1, 1e7, 1e8 - 1, 1e8, 1e8 + 1, 1e9, 1e15, 1e16 - 1, 1e16, 1e16 + 1,
+		-1, -10, -1e8, 1<<63 - 1, -1 << 63, 1764630000123, 33188}
+	for p := int64(1); p <= 1e18; p *= 10 {
+		vals = append(vals, p-1, p, p+1)
+	}
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 100000; i++ {
+		vals = append(vals, r.Int63n(1<<uint(r.Intn(62)+1)))
+	}
+	for _, v := range vals {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendInt(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestMIMEQuotedMatchesMIME: the word-at-a-time lookup answers what MIME
+// answers (JSON-quoted) for extensions of every length 0 to 9 around the
+// 8-byte view, upper case, non-ASCII, slashes and dots in every place,
+// and every table entry.
+func TestMIMEQuotedMatchesMIME(t *testing.T) {
+	in := []string{"", ".", "a", "a.", ".a", "/.txt", "a/.txt", "dir.md/x", "x.TXT", "x.Txt", "a.tar.gz", "y.jpeg", "y.JPEG",
+		"z.wasm", "bad\xff.txt", "é.txt", "x.é", "x.\xffxt", ".bashrc", "d/.md", "a/b.md", "sh", "x.sh", "longername.yaml"}
+	for ext := range mimeByExt {
+		in = append(in, "f."+ext, "dir/f."+strings.ToUpper(ext), "f."+ext+"x", "."+ext)
+	}
+	for pre := 0; pre <= 10; pre++ {
+		for el := 0; el <= 9; el++ {
+			base := strings.Repeat("p", pre) + "." + strings.Repeat("t", el)
+			in = append(in, base, "/"+base, strings.Repeat("q", pre)+"/"+strings.Repeat("t", el), base+"/", "a."+base)
+		}
+	}
+	for _, s := range in {
+		want := string(AppendString(nil, MIME(s)))
+		if got := mimeQuoted(s); got != want {
+			t.Errorf("mimeQuoted(%q) = %s, want %s", s, got, want)
+		}
+		if got := mimeQuoted([]byte(s)); got != want {
+			t.Errorf("mimeQuoted([]byte %q) = %s, want %s", s, got, want)
+		}
 	}
 }
