@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type invocation struct {
 	awaits   map[uint32]<-chan struct{}
 	nextWait uint32
 	pending  []byte
+	scoped   map[any]io.Closer // hostcalls.Scoper values, closed when the invocation ends
 }
 
 var (
@@ -202,6 +204,7 @@ func (h *Host) invoke(ctx context.Context, req protocol.InvokeRequest) (json.Raw
 		readOnlyMethod: spec.Retry == protocol.RetryRead,
 		caps:           mod.effectiveCaps(req.Method, bound),
 	}
+	defer inv.closeScoped()
 	if perr := h.gate.admitMethod(inv, spec.Capability); perr != nil {
 		return nil, perr
 	}

@@ -62,7 +62,7 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 }
 
 func TestJSONFields(t *testing.T) {
-	if got := hostcalls.JSONFields(reflect.TypeFor[contract.FSReadResult]()); !reflect.DeepEqual(got,
+	if got := hostcalls.JSONFields(reflect.TypeFor[protocol.FSReadCall]()); !reflect.DeepEqual(got,
 		[]string{"path", "dataBase64", "offset", "length", "size", "mime", "eof", "blob"}) {
 		t.Fatalf("embedded fields: %v", got)
 	}
@@ -79,9 +79,9 @@ func BenchmarkDefine(b *testing.B) {
 		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoFigures, error) {
 			return contract.SysinfoFigures{Hostname: "h", GOOS: "linux", CPUCount: 2}, nil
 		})
-	stat := hostcalls.Define(contract.FSStatCall, hostcalls.CapRead, hostcalls.AuditMeta,
-		func(context.Context, hostcalls.Call, contract.FSPathArgs) (contract.FSStat, error) {
-			return contract.FSStat{Path: "/a/b", Type: "file", Size: 1}, nil
+	stat := hostcalls.Define(contract.FSOpen, hostcalls.CapRead, hostcalls.AuditMeta,
+		func(context.Context, hostcalls.Call, contract.FSOpenArgs) (contract.FSOpenResult, error) {
+			return contract.FSOpenResult{Handle: 1, Path: "/a/b", Stat: contract.FSRawStat{Mode: 0o100644, Size: 1}}, nil
 		})
 	for _, c := range []struct {
 		name string

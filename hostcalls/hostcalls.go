@@ -141,7 +141,7 @@ type Func func(ctx context.Context, call Call, args []byte) ([]byte, error)
 // their entries with Define, from the call's lemon/hostcalls/contract
 // description, so host and guest share its argument and result types.
 type HostCall struct {
-	// Name is the import name, "family.operation" (e.g. "fs.stat").
+	// Name is the import name, "family.operation" (e.g. "fs.open").
 	Name string
 	// Params names the JSON fields of args, for docs and tests (Define
 	// derives them from the contract's args type).

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,18 +54,18 @@ func fsNode(t testing.TB, f *hfs.FS) fakecontrol.Handler {
 		case "node.fs.stat":
 			var p protocol.FSStatParams
 			protocol.DecodeParams(req.Params, &p)
-			v, err = f.Stat(p.Path)
+			v, err = osStat(f, p.Path)
 		case "node.fs.list":
 			var p protocol.FSListParams
 			protocol.DecodeParams(req.Params, &p)
-			v, err = f.List(p.Path, p.ShowHidden)
+			v, err = osList(f, p.Path, p.ShowHidden)
 		case "node.fs.read":
 			var p protocol.FSReadParams
 			protocol.DecodeParams(req.Params, &p)
 			var data []byte
 			r, rerr := f.Read(p.Path, *p.Offset, *p.Length, func(b []byte) uint32 { data = b; return 1 })
 			if rerr == nil {
-				out := r.FSReadResult
+				out := protocol.FSReadResult{Path: r.Path, Offset: r.Offset, Length: r.Length, Size: r.Size, EOF: r.EOF}
 				out.DataBase64 = base64.StdEncoding.EncodeToString(data)
 				v = out
 			}
@@ -83,6 +84,50 @@ func fsNode(t testing.TB, f *hfs.FS) fakecontrol.Handler {
 		b, _ := json.Marshal(v)
 		return json.RawMessage(b), nil
 	}
+}
+
+// osStat and osList answer node.fs.stat and list from the os package
+// (the fs module shapes them from the read primitives, which its own
+// tests cover); relative paths resolve from f's default cwd.
+func osStat(f *hfs.FS, p string) (*protocol.FSStat, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(f.DefaultCwd(), p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, protocol.FSError(protocol.DomainNotFound)
+	}
+	typ := "regular"
+	if fi.IsDir() {
+		typ = "directory"
+	}
+	return &protocol.FSStat{Path: p, Type: typ, Size: fi.Size(), MtimeMs: fi.ModTime().UnixMilli(), Mode: fi.Sys().(*syscall.Stat_t).Mode,
+		Readable: true, Writable: true}, nil
+}
+
+func osList(f *hfs.FS, p string, showHidden bool) (*protocol.FSListResult, error) {
+	st, err := osStat(f, p)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(st.Path)
+	if err != nil {
+		return nil, protocol.FSError(protocol.DomainNotDirectory)
+	}
+	out := &protocol.FSListResult{Path: st.Path, Entries: []protocol.FSListEntry{}, Limit: protocol.FSListLimit}
+	for _, e := range ents {
+		if !showHidden && strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		es, err := osStat(f, filepath.Join(st.Path, e.Name()))
+		if err != nil {
+			out.Entries = append(out.Entries, protocol.FSListEntry{Name: e.Name(), Error: protocol.DomainNotFound})
+			continue
+		}
+		out.Entries = append(out.Entries, protocol.FSListEntry{Name: e.Name(), FSEntryStat: &protocol.FSEntryStat{Type: es.Type,
+			Size: es.Size, MtimeMs: es.MtimeMs, Mode: es.Mode, Readable: true, Writable: true}})
+	}
+	return out, nil
 }
 
 func fsFixture(t *testing.T, maxPayload int) (*fsClient, string) {

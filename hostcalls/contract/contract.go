@@ -7,9 +7,10 @@
 // spawn, vault, sysinfo) send and read the same types, so no module keeps
 // a hand-copied mirror of a host type.
 //
-// It depends on the standard library and lemon/protocol only (itself
-// standard library only), so it compiles for wasip1. Result types that
-// are also method payloads are aliases of their protocol types.
+// It depends on the standard library only, so it compiles for wasip1.
+// It does not import lemon/protocol: host calls are primitives with raw
+// shapes of their own, and the spec's payloads are shaped by the modules
+// (docs/ABI.md; TestStdlibOnly and TestNoPayloadShapes keep it so).
 package contract
 
 import (
@@ -22,7 +23,7 @@ import (
 // of module "lemon" ("family.operation").
 type Call[A, R any] struct{ name string }
 
-// Name is the import name, e.g. "fs.stat".
+// Name is the import name, e.g. "fs.open".
 func (c Call[A, R]) Name() string { return c.name }
 
 // Spec returns the type-erased description of c.

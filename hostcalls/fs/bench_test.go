@@ -106,10 +106,13 @@ func BenchmarkWrite1MiBNative(b *testing.B) {
 
 func BenchmarkStatHostCall(b *testing.B) {
 	e, _ := benchEnv(b)
-	fn := hostCall(e, "fs.stat")
+	fn := hostCall(e, "fs.open")
 	args := []byte(`{"path":"dir/sub/file.bin"}`)
 	for b.Loop() {
-		if _, err := fn(context.Background(), newCall(), args); err != nil {
+		c := newCall()
+		_, err := fn(context.Background(), c, args)
+		c.end()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -138,21 +141,30 @@ func benchDir500(b *testing.B) *env {
 	return e
 }
 
-// BenchmarkList500PayloadHostCall: fs.list_payload of 500 entries through
-// the host-call table (lstat and two access checks per entry, MIME types,
-// the ~100 KB payload JSON and its blob), without wasm; compare
-// plugins/fs BenchmarkList500ThroughHost.
-func BenchmarkList500PayloadHostCall(b *testing.B) {
+// BenchmarkList500Primitives: the host side of a 500-entry node.fs.list:
+// fs.open, fs.readdir and fs.statat of the 500 names (lstat and two
+// access checks per entry) through the host-call table, without wasm;
+// compare plugins/fs BenchmarkRatioList500.
+func BenchmarkList500Primitives(b *testing.B) {
 	e := benchDir500(b)
-	fn := hostCall(e, "fs.list_payload")
-	args := []byte(`{"path":"big","showHidden":false}`)
+	open, readdir, statat := hostCall(e, "fs.open"), hostCall(e, "fs.readdir"), hostCall(e, "fs.statat")
+	names := make([]string, 500)
+	for i := range names {
+		names[i] = fmt.Sprintf("file-%06d.txt", i)
+	}
+	args, _ := json.Marshal(map[string]any{"handle": 1, "names": names})
 	for b.Loop() {
 		call := newCall()
-		if _, err := fn(context.Background(), call, args); err != nil {
-			b.Fatal(err)
+		_, err := open(context.Background(), call, []byte(`{"path":"big"}`))
+		if err == nil {
+			_, err = readdir(context.Background(), call, []byte(`{"handle":1}`))
 		}
-		if len(call.blobs[1]) < 500*100 {
-			b.Fatal("short listing")
+		if err == nil {
+			_, err = statat(context.Background(), call, args)
+		}
+		call.end()
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -179,12 +191,14 @@ func BenchmarkList500Native(b *testing.B) {
 // workspace directory (FS.Workspace) before its own walk.
 func BenchmarkStatHostCallWorkspace(b *testing.B) {
 	e, _ := benchEnv(b)
-	fn := hostCall(e, "fs.stat")
+	fn := hostCall(e, "fs.open")
 	args := []byte(`{"path":"sub/file.bin"}`)
-	call := newCall()
-	call.auth.Workspace = e.abs("root/dir")
 	for b.Loop() {
-		if _, err := fn(context.Background(), call, args); err != nil {
+		call := newCall()
+		call.auth.Workspace = e.abs("root/dir")
+		_, err := fn(context.Background(), call, args)
+		call.end()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -275,7 +275,7 @@ func TestDeadline(t *testing.T) {
 	e.f.lim.deadline = time.Millisecond
 	release2 := make(chan struct{})
 	e.f.testHook = func(op string) { <-release2 }
-	_, perr = e.call("fs.stat", map[string]any{"path": "a"}, nil)
+	_, perr = e.call("fs.open", map[string]any{"path": "a"}, nil)
 	close(release2)
 	if perr == nil || perr.DomainCode() != "filesystem_outcome_unknown" || *perr.Details.MutationMayHaveApplied {
 		t.Errorf("read deadline: %+v", perr)
@@ -329,7 +329,7 @@ func TestDescriptorBudget(t *testing.T) {
 func TestCloseRefusesRequests(t *testing.T) {
 	e := newEnv(t, []node{{path: "root/a", file: "1"}}, "root")
 	e.f.Close()
-	_, perr := e.call("fs.stat", map[string]any{"path": "a"}, nil)
+	_, perr := e.call("fs.open", map[string]any{"path": "a"}, nil)
 	if perr == nil || perr.DomainCode() != "filesystem_busy" {
 		t.Errorf("after close: %v", perr)
 	}

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -144,6 +145,33 @@ type fakeCall struct {
 	next      uint32
 	maxResult int // Invocation.MaxResultBytes
 	auth      hostcalls.Authority
+	scoped    map[any]io.Closer
+}
+
+// Scoped keeps per-invocation values (hostcalls.Scoper); end closes them
+// as the host does when the invocation ends.
+func (c *fakeCall) Scoped(key any, mk func() io.Closer) io.Closer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scoped == nil {
+		c.scoped = map[any]io.Closer{}
+	}
+	if v, ok := c.scoped[key]; ok {
+		return v
+	}
+	v := mk()
+	c.scoped[key] = v
+	return v
+}
+
+func (c *fakeCall) end() {
+	c.mu.Lock()
+	vs := c.scoped
+	c.scoped = nil
+	c.mu.Unlock()
+	for _, v := range vs {
+		v.Close()
+	}
 }
 
 func newCall() *fakeCall { return &fakeCall{blobs: map[uint32][]byte{}} }
@@ -175,6 +203,7 @@ func (e *env) call(name string, args any, call *fakeCall) (json.RawMessage, *pro
 	e.t.Helper()
 	if call == nil {
 		call = newCall()
+		defer call.end()
 	}
 	b, err := json.Marshal(args)
 	if err != nil {

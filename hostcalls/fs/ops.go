@@ -2,11 +2,10 @@ package fs
 
 import (
 	"encoding/json"
-	"sort"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
+	"lemon/hostcalls/contract"
 	"lemon/protocol"
 )
 
@@ -56,39 +55,6 @@ func accessible(dir int, name string, mode uint32) bool {
 	}
 }
 
-// statOf builds the stat fields (mime is added by the module or the
-// payload builder).
-func statOf(dir int, name string, st *unix.Stat_t, path string) *protocol.FSStat {
-	e := entryStatOf(dir, name, st)
-	return &protocol.FSStat{Path: path, Type: e.Type, Size: e.Size, MtimeMs: e.MtimeMs, Mode: e.Mode,
-		Readable: e.Readable, Writable: e.Writable}
-}
-
-// entryStatOf builds a listing entry's stat fields (no path, no mime).
-func entryStatOf(dir int, name string, st *unix.Stat_t) *protocol.FSEntryStat {
-	return &protocol.FSEntryStat{
-		Type:     typeName(st.Mode),
-		Size:     st.Size,
-		MtimeMs:  mtimeMs(st),
-		Mode:     st.Mode,
-		Readable: accessible(dir, name, unix.R_OK),
-		Writable: accessible(dir, name, unix.W_OK),
-	}
-}
-
-// Stat implements fs.stat: the metadata of the canonical target.
-func (f *FS) Stat(p string) (*protocol.FSStat, error) {
-	t, err := f.resolve(p, walkOpts{followFinal: true})
-	if err != nil {
-		return nil, err
-	}
-	defer f.closeTarget(t)
-	if !t.exists {
-		return nil, errNotFound()
-	}
-	return statOf(t.dir, t.name, &t.st, t.path()), nil
-}
-
 // readDirNames reads every name of an open directory except . and ..,
 // calling fn for each.
 func readDirNames(fd int, fn func(name string)) error {
@@ -111,73 +77,6 @@ func readDirNames(fd int, fn func(name string)) error {
 			fn(nm)
 		}
 	}
-}
-
-// List implements fs.list: the directory's entries by lstat, sorted by
-// name (bytewise), dot-names only with showHidden, at most 500 with
-// truncated when more visible names exist. Memory stays bounded for huge
-// directories: only the 501 smallest names are kept.
-func (f *FS) List(p string, showHidden bool) (*protocol.FSListResult, error) {
-	t, err := f.resolve(p, walkOpts{followFinal: true})
-	if err != nil {
-		return nil, err
-	}
-	defer f.closeTarget(t)
-	if !t.exists {
-		return nil, errNotFound()
-	}
-	if !isDir(&t.st) {
-		return nil, errNotDir()
-	}
-	dfd, err := f.openAt(t.dir, t.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, mapErrno(err)
-	}
-	defer f.closeFD(dfd)
-	const keep = protocol.FSListLimit + 1
-	var smallest []string
-	visible := 0
-	err = readDirNames(dfd, func(name string) {
-		if !showHidden && name[0] == '.' {
-			return
-		}
-		visible++
-		if len(smallest) == keep && name >= smallest[keep-1] {
-			return
-		}
-		i := sort.SearchStrings(smallest, name)
-		if len(smallest) < keep {
-			smallest = append(smallest, "")
-		}
-		copy(smallest[i+1:], smallest[i:])
-		smallest[i] = name
-	})
-	if err != nil {
-		return nil, mapErrno(err)
-	}
-	res := &protocol.FSListResult{Path: t.path(), Entries: []protocol.FSListEntry{}, Limit: protocol.FSListLimit}
-	if len(smallest) > protocol.FSListLimit {
-		smallest = smallest[:protocol.FSListLimit]
-		res.Truncated = true
-	}
-	for _, name := range smallest {
-		// A name that is not UTF-8 cannot be named in a later request
-		// (paths must be UTF-8) and would show with U+FFFD in place of its
-		// bytes, so two such names could look alike: it is listed as
-		// {name, error:"invalid_path"} and never as a usable entry.
-		if !utf8.ValidString(name) {
-			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.DomainInvalidPath})
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, Error: protocol.AsError(mapErrno(err)).DomainCode()})
-			continue
-		}
-		res.Entries = append(res.Entries, protocol.FSListEntry{Name: name, FSEntryStat: entryStatOf(dfd, name, &st)})
-	}
-	_ = visible
-	return res, nil
 }
 
 // openRegular opens an existing regular target for I/O. The type is
@@ -207,7 +106,7 @@ func (f *FS) openRegular(t *target, flags int) (int, *unix.Stat_t, error) {
 // offset of a regular file, stored with put (the invocation's blob store;
 // the bytes never reach guest memory). At or past EOF the chunk is empty
 // and EOF is true.
-func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+func (f *FS) Read(p string, offset, length int64, put func([]byte) uint32) (*contract.FSReadResult, error) {
 	return f.read(p, offset, length, 0, put)
 }
 
@@ -227,7 +126,7 @@ func ReadChunkFor(maxResult int, path string) int {
 // read is Read with the chunk also capped so the payload fits maxResult
 // bytes (ReadChunkFor); 0 means no session limit is known. A chunk may be
 // shorter than asked: the response's length says how long it is.
-func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte) uint32) (*protocol.FSReadCall, error) {
+func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte) uint32) (*contract.FSReadResult, error) {
 	if offset < 0 || offset > protocol.FSMaxOffset {
 		return nil, protocol.InvalidParams("offset", "offset must be an integer from 0 to 9007199254740991")
 	}
@@ -253,31 +152,13 @@ func (f *FS) read(p string, offset, length int64, maxResult int, put func([]byte
 	if maxResult > 0 {
 		length = min(length, int64(ReadChunkFor(maxResult, t.path())))
 	}
-	var buf []byte
-	if offset < st.Size {
-		want := min(length, st.Size-offset)
-		buf = make([]byte, want)
-		got := 0
-		for got < len(buf) {
-			n, err := unix.Pread(fd, buf[got:], offset+int64(got))
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return nil, mapErrno(err)
-			}
-			if n == 0 {
-				break
-			}
-			got += n
-		}
-		buf = buf[:got]
+	buf, err := preadFull(fd, offset, length, st.Size)
+	if err != nil {
+		return nil, err
 	}
 	n := int64(len(buf))
-	return &protocol.FSReadCall{
-		FSReadResult: protocol.FSReadResult{Path: t.path(), Offset: offset, Length: n, Size: st.Size, EOF: offset+n >= st.Size},
-		Blob:         put(buf),
-	}, nil
+	return &contract.FSReadResult{Path: t.path(), Offset: offset, Length: n, Size: st.Size, EOF: offset+n >= st.Size,
+		Blob: put(buf)}, nil
 }
 
 // OpenDir admits a directory (a process cwd) exactly as the fs methods

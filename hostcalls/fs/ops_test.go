@@ -245,7 +245,7 @@ func TestRead(t *testing.T) {
 		}
 		got, _ := call.Blob(r.Blob)
 		if string(got) != c.w.data || r.Length != c.w.n || r.EOF != c.w.eof || r.Offset != c.offset {
-			t.Errorf("%s@%d+%d: %q %+v", c.path, c.offset, c.length, got, r.FSReadResult)
+			t.Errorf("%s@%d+%d: %q %+v", c.path, c.offset, c.length, got, *r)
 		}
 	}
 	// Length at the 1 MiB limit returns exactly 1 MiB of a larger file.
@@ -262,7 +262,7 @@ func TestRead(t *testing.T) {
 	e.f.maxRead = 1000
 	r, _ = e.f.Read("big", 0, 1048576, newCall().PutBlob)
 	if r.Length != 1000 || r.EOF {
-		t.Errorf("short chunk: %+v", r.FSReadResult)
+		t.Errorf("short chunk: %+v", *r)
 	}
 }
 

@@ -213,9 +213,9 @@ func (f *FS) Walk(a contract.FSWalkArgs) (*contract.FSWalkResult, error) {
 	if t.isRoot || f.isRootIdentity(&t.st) || f.coversRoot(t.canon) {
 		return nil, errNotAllowed()
 	}
-	e := entryStatOf(t.dir, t.name, &t.st)
-	r := &contract.FSWalkResult{Path: t.path(), Type: e.Type, Size: e.Size, MtimeNs: mtimeNs(&t.st), Mode: e.Mode,
-		Readable: e.Readable, Writable: e.Writable, Dev: t.st.Dev, Ino: t.st.Ino}
+	r := &contract.FSWalkResult{Path: t.path(), Type: typeName(t.st.Mode), Size: t.st.Size, MtimeNs: mtimeNs(&t.st),
+		Mode: t.st.Mode, Readable: accessible(t.dir, t.name, unix.R_OK), Writable: accessible(t.dir, t.name, unix.W_OK),
+		Dev: t.st.Dev, Ino: t.st.Ino}
 	c := newCollector(f, lim, false)
 	empty, err := c.gather(t.dir, t.name, t.path(), &t.st, a.Recursive)
 	if err == errWalkTooLarge {

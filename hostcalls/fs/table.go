@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"strings"
 
 	"lemon/hostcalls"
 	"lemon/hostcalls/contract"
@@ -16,20 +15,15 @@ import (
 // Reads need capability "read"; everything that can lead to a change,
 // delete previews included, needs "write".
 //
-// The _payload variants build the method's whole payload on the host
-// (MIME types included) as an invocation blob that the module returns as
-// sdk.Result.PayloadBlob without reading it: guest-side JSON costs about
-// 1 µs a byte, and a 500-entry listing is ~100 KB (payload.go). fs modules
-// from 1.1.0 use them; fs.list and fs.stat stay for modules built before,
-// which a controller may still pin. The mutation primitives (fs.write_at,
-// fs.mkdirs, fs.rename, fs.walk, fs.remove) are in prim_mut*.go.
+// The read primitives (fs.open, fs.readdir, fs.statat, fs.pread,
+// fs.close; prim_read.go) hand out raw figures on handles: the module
+// shapes node.fs.stat, list and read payloads from them. The mutation
+// primitives (fs.write_at, fs.mkdirs, fs.rename, fs.walk, fs.remove;
+// prim_mut*.go) compare what the module asks atomically with the effect:
+// the module holds the CAS decisions, move rules and preview tokens.
 func (f *FS) Table() hostcalls.Table {
 	read, write := hostcalls.CapRead, hostcalls.CapWrite
-	return hostcalls.Table{
-		hostcalls.Define(contract.FSList, read, hostcalls.AuditRead, f.hcList, listErrors...),
-		hostcalls.Define(contract.FSListPayload, read, hostcalls.AuditRead, f.hcListPayload, listErrors...),
-		hostcalls.Define(contract.FSStatCall, read, hostcalls.AuditMeta, f.hcStat, statErrors...),
-		hostcalls.Define(contract.FSStatPayload, read, hostcalls.AuditMeta, f.hcStatPayload, statErrors...),
+	return append(f.readTable(), hostcalls.Table{
 		hostcalls.Define(contract.FSRead, read, hostcalls.AuditRead, f.hcRead, readErrors...),
 		hostcalls.Define(contract.FSWriteAt, write, hostcalls.AuditMutation, f.hcWriteAt, writeAtErrors...),
 		hostcalls.Define(contract.FSMkdirs, write, hostcalls.AuditMutation, f.hcMkdirs, mkdirsErrors...),
@@ -38,7 +32,7 @@ func (f *FS) Table() hostcalls.Table {
 		hostcalls.Define(contract.FSRemove, write, hostcalls.AuditMutation, f.hcRemove, removeErrors...),
 		hostcalls.Define(contract.FSSend, read, hostcalls.AuditRead, f.hcSend, sendErrors...),
 		hostcalls.Define(contract.FSReceive, write, hostcalls.AuditMutation, f.hcReceive, receiveErrors...),
-	}
+	}...)
 }
 
 // The errors of the fs host calls, as data for docs/HOSTCALLS.md.
@@ -54,8 +48,6 @@ var (
 	}
 	statErrors = append(pathErrors[:len(pathErrors):len(pathErrors)],
 		hostcalls.Err(protocol.FSError(protocol.DomainNotFound), "path does not exist"))
-	listErrors = append(statErrors[:len(statErrors):len(statErrors)],
-		hostcalls.Err(protocol.FSError(protocol.DomainNotDirectory), "path is not a directory"))
 	readErrors = append(statErrors[:len(statErrors):len(statErrors)],
 		hostcalls.Err(protocol.InvalidParams("offset", ""), "offset is not 0 to 9007199254740991"),
 		hostcalls.Err(protocol.InvalidParams("length", ""), "length is not 1 to 1048576"),
@@ -77,79 +69,6 @@ func run[R any](ctx context.Context, f *FS, op string, mutation bool, fn func() 
 	return *r, nil
 }
 
-func (fs *FS) hcList(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.FSListResult, error) {
-	f, release, err := fs.For(call)
-	if err != nil {
-		return contract.FSListResult{}, protocol.AsError(err)
-	}
-	defer release()
-	return run(ctx, f, "list", false, func() (*contract.FSListResult, error) {
-		r, err := f.List(a.Path, a.ShowHidden)
-		if err != nil {
-			return nil, err
-		}
-		return legacyList(r), nil
-	})
-}
-
-// legacyList is the fs.list result as fs modules before 1.1.0 decode it:
-// they take each entry's MIME type from a per-entry path, so this host
-// call keeps that field for them. node.fs.list payloads built by
-// fs.list_payload have no per-entry path (protocol.FSListEntry).
-func legacyList(r *protocol.FSListResult) *contract.FSListResult {
-	out := &contract.FSListResult{Path: r.Path, Entries: make([]contract.FSListEntry, len(r.Entries)), Limit: r.Limit, Truncated: r.Truncated}
-	for i, e := range r.Entries {
-		out.Entries[i] = contract.FSListEntry{Name: e.Name, Error: e.Error}
-		if s := e.FSEntryStat; s != nil {
-			out.Entries[i].FSStat = &protocol.FSStat{Path: strings.TrimSuffix(r.Path, "/") + "/" + e.Name,
-				Type: s.Type, Size: s.Size, MtimeMs: s.MtimeMs, Mode: s.Mode, Readable: s.Readable, Writable: s.Writable}
-		}
-	}
-	return out
-}
-
-func (fs *FS) hcListPayload(ctx context.Context, call hostcalls.Call, a contract.FSListArgs) (contract.PayloadResult, error) {
-	f, release, err := fs.For(call)
-	if err != nil {
-		return contract.PayloadResult{}, protocol.AsError(err)
-	}
-	defer release()
-	v, err := f.do(ctx, "list", false, func() (any, error) { return f.ListPayload(a.Path, a.ShowHidden) })
-	return payloadBlob(call, v, err)
-}
-
-// payloadBlob stores a payload built by fn as an invocation blob and
-// answers {"payloadBlob": id}.
-func payloadBlob(call hostcalls.Call, v any, err error) (contract.PayloadResult, error) {
-	if err != nil {
-		return contract.PayloadResult{}, protocol.AsError(err)
-	}
-	b, ok := v.([]byte)
-	if !ok {
-		return contract.PayloadResult{}, protocol.FSError(protocol.DomainFilesystemError)
-	}
-	return contract.PayloadResult{PayloadBlob: call.PutBlob(b)}, nil
-}
-
-func (fs *FS) hcStat(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.FSStat, error) {
-	f, release, err := fs.For(call)
-	if err != nil {
-		return contract.FSStat{}, protocol.AsError(err)
-	}
-	defer release()
-	return run(ctx, f, "stat", false, func() (*protocol.FSStat, error) { return f.Stat(a.Path) })
-}
-
-func (fs *FS) hcStatPayload(ctx context.Context, call hostcalls.Call, a contract.FSPathArgs) (contract.PayloadResult, error) {
-	f, release, err := fs.For(call)
-	if err != nil {
-		return contract.PayloadResult{}, protocol.AsError(err)
-	}
-	defer release()
-	v, err := f.do(ctx, "stat", false, func() (any, error) { return f.StatPayload(a.Path) })
-	return payloadBlob(call, v, err)
-}
-
 func (fs *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSReadArgs) (contract.FSReadResult, error) {
 	f, release, err := fs.For(call)
 	if err != nil {
@@ -162,7 +81,7 @@ func (fs *FS) hcRead(ctx context.Context, call hostcalls.Call, a contract.FSRead
 	if limit := call.Invocation().Authority.MaxFileBytes; limit > 0 && length > limit {
 		length = limit
 	}
-	return run(ctx, f, "read", false, func() (*protocol.FSReadCall, error) {
+	return run(ctx, f, "read", false, func() (*contract.FSReadResult, error) {
 		return f.read(a.Path, a.Offset, length, call.Invocation().MaxResultBytes, call.PutBlob)
 	})
 }

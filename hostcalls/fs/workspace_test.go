@@ -58,7 +58,7 @@ func TestAdvWorkspaceEscapes(t *testing.T) {
 		e.abs("outside/x.txt"),
 		"/etc/passwd",
 	} {
-		_, err := e.call("fs.stat", map[string]any{"path": p}, c)
+		_, err := e.call("fs.open", map[string]any{"path": p}, c)
 		wantDomain(t, "stat "+p, err, protocol.DomainPathNotAllowed)
 		_, err = e.call("fs.read", map[string]any{"path": p, "offset": 0, "length": 10}, c)
 		wantDomain(t, "read "+p, err, protocol.DomainPathNotAllowed)
@@ -67,12 +67,12 @@ func TestAdvWorkspaceEscapes(t *testing.T) {
 		if p == "./sub/../in.txt" {
 			continue // `..` is refused everywhere, in or out
 		}
-		if _, err := e.call("fs.stat", map[string]any{"path": p}, c); err != nil {
+		if _, err := e.call("fs.open", map[string]any{"path": p}, c); err != nil {
 			t.Fatalf("stat %s inside the workspace: %v", p, err)
 		}
 	}
 	// The same outside path is allowed without a context (the node's root).
-	if _, err := e.call("fs.stat", map[string]any{"path": e.abs("root/other/secret.txt")}, nil); err != nil {
+	if _, err := e.call("fs.open", map[string]any{"path": e.abs("root/other/secret.txt")}, nil); err != nil {
 		t.Fatalf("without a workspace: %v", err)
 	}
 }
@@ -135,13 +135,13 @@ func TestAdvWorkspaceRootRules(t *testing.T) {
 	} {
 		c := newCall()
 		c.auth.Workspace = ws
-		_, err := e.call("fs.stat", map[string]any{"path": "in.txt"}, c)
+		_, err := e.call("fs.open", map[string]any{"path": "in.txt"}, c)
 		wantDomain(t, "workspace "+ws, err, protocol.DomainPathNotAllowed)
 	}
 	// A workspace that is replaced by a symlink is refused from then on.
 	c := newCall()
 	c.auth.Workspace = e.abs("root/ws/sub")
-	if _, err := e.call("fs.list", map[string]any{"path": "."}, c); err != nil {
+	if _, err := e.call("fs.open", map[string]any{"path": "."}, c); err != nil {
 		t.Fatalf("list the workspace: %v", err)
 	}
 	if err := os.Rename(e.abs("root/ws/sub"), e.abs("root/ws/sub2")); err != nil {
@@ -150,7 +150,7 @@ func TestAdvWorkspaceRootRules(t *testing.T) {
 	if err := os.Symlink(e.abs("outside"), e.abs("root/ws/sub")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.call("fs.list", map[string]any{"path": "."}, c)
+	_, err := e.call("fs.open", map[string]any{"path": "."}, c)
 	wantDomain(t, "workspace swapped for a symlink", err, protocol.DomainPathNotAllowed)
 }
 

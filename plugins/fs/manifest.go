@@ -23,9 +23,9 @@ var (
 // pure reads.
 var manifest = sdk.Manifest{
 	Family:       "fs",
-	Version:      "1.2.0",
+	Version:      moduleVersion(),
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.list_payload", "fs.stat_payload", "fs.read", "fs.send", "fs.receive",
+	HostCalls: []string{"fs.open", "fs.readdir", "fs.read", "fs.send", "fs.receive",
 		"fs.write_at", "fs.mkdirs", "fs.rename", "fs.walk", "fs.remove",
 		"store.get", "store.put", "store.cas", "store.delete"},
 	Methods: []sdk.MethodSpec{

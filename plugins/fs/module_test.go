@@ -117,8 +117,8 @@ func BenchmarkStatThroughHost(b *testing.B) {
 	}
 }
 
-// TestListThroughHost: node.fs.list answers exactly the payload the host
-// builds (odd and invalid UTF-8 names included), and invalid params stop
+// TestListThroughHost: node.fs.list answers exactly the natively shaped
+// payload (odd and invalid UTF-8 names included), and invalid params stop
 // in the module.
 func TestListThroughHost(t *testing.T) {
 	f := newFixture(t)
@@ -133,7 +133,7 @@ func TestListThroughHost(t *testing.T) {
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		want, err := f.fs.ListPayload("d", hidden)
+		want, err := nativeList(filepath.Join(f.root, "d"), hidden)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestDeletePreviewThroughHost(t *testing.T) {
 	}
 }
 
-// TestStatThroughHost: node.fs.stat answers exactly the host-built
+// TestStatThroughHost: node.fs.stat answers exactly the natively shaped
 // payload, MIME type included, and refuses invalid params in the module.
 func TestStatThroughHost(t *testing.T) {
 	f := newFixture(t)
@@ -204,7 +204,7 @@ func TestStatThroughHost(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	want, err := f.fs.StatPayload("<a>&b.HTML")
+	want, err := nativeStat(filepath.Join(f.root, "<a>&b.HTML"))
 	if err != nil {
 		t.Fatal(err)
 	}

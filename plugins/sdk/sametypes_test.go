@@ -19,10 +19,8 @@ import (
 // contract.Call (a handler of another type does not compile), and at run
 // time by hostcalls/families TestTablesMatchContract.
 var (
-	_ func(string, bool) (contract.FSListResult, error)                            = fs.List
-	_ func(string, bool) (contract.PayloadResult, error)                           = fs.ListPayload
-	_ func(string) (contract.FSStat, error)                                        = fs.Stat
-	_ func(string) (contract.PayloadResult, error)                                 = fs.StatPayload
+	_ func(string, bool) (contract.FSOpenResult, error)                            = fs.Open
+	_ func(uint32, int64, int64) (contract.FSPReadResult, error)                   = fs.PRead
 	_ func(string, int64, int64) (contract.FSReadResult, error)                    = fs.Read
 	_ func(contract.FSWriteAtArgs) (contract.FSWriteAtResult, error)               = fs.WriteAt
 	_ func(string) (contract.FSMkdirsResult, error)                                = fs.Mkdirs

@@ -12,32 +12,9 @@ import (
 	"lemon/plugins/sdk"
 )
 
-// List lists directory path (fs.list): at most 500 entries in byte order,
-// hidden ones only with showHidden. Entries carry no MIME type.
-func List(path string, showHidden bool) (contract.FSListResult, error) {
-	return sdk.Invoke(fsList, contract.FSList, contract.FSListArgs{Path: path, ShowHidden: showHidden})
-}
-
-// ListPayload lists path as List does, into a blob holding the whole
-// node.fs.list payload (fs.list_payload); return its id unread as
-// sdk.Result.PayloadBlob.
-func ListPayload(path string, showHidden bool) (contract.PayloadResult, error) {
-	return sdk.Invoke(fsListPayload, contract.FSListPayload, contract.FSListArgs{Path: path, ShowHidden: showHidden})
-}
-
-// Stat returns the metadata of path (fs.stat), without a MIME type.
-func Stat(path string) (contract.FSStat, error) {
-	return sdk.Invoke(fsStat, contract.FSStatCall, contract.FSPathArgs{Path: path})
-}
-
-// StatPayload is Stat as a blob holding the whole node.fs.stat payload
-// (fs.stat_payload).
-func StatPayload(path string) (contract.PayloadResult, error) {
-	return sdk.Invoke(fsStatPayload, contract.FSStatPayload, contract.FSPathArgs{Path: path})
-}
-
-// Read reads at most length bytes of path from offset (fs.read); the bytes
-// are in the blob the result names (put it in sdk.Result.Blobs).
+// Read reads at most length bytes of path from offset (fs.read: Open and
+// PRead in one call, no handle kept); the bytes are in the blob the result
+// names (put it in sdk.Result.Blobs).
 func Read(path string, offset, length int64) (contract.FSReadResult, error) {
 	return sdk.Invoke(fsRead, contract.FSRead, contract.FSReadArgs{Path: path, Offset: offset, Length: length})
 }

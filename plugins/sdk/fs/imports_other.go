@@ -6,19 +6,21 @@ package fs
 // without calling them (plugins/sdk/abi_other.go), so these only let
 // host-side tools and `go vet` build the package.
 
-func fsList(ptr, size uint32) uint64 { return 0 }
-
-func fsListPayload(ptr, size uint32) uint64 { return 0 }
-
-func fsStat(ptr, size uint32) uint64 { return 0 }
-
-func fsStatPayload(ptr, size uint32) uint64 { return 0 }
-
 func fsRead(ptr, size uint32) uint64 { return 0 }
 
 func fsSend(ptr, size uint32) uint64 { return 0 }
 
 func fsReceive(ptr, size uint32) uint64 { return 0 }
+
+func fsOpen(ptr, size uint32) uint64 { return 0 }
+
+func fsClose(ptr, size uint32) uint64 { return 0 }
+
+func fsReadDir(ptr, size uint32) uint64 { return 0 }
+
+func fsStatAt(ptr, size uint32) uint64 { return 0 }
+
+func fsPRead(ptr, size uint32) uint64 { return 0 }
 
 func fsWriteAt(ptr, size uint32) uint64 { return 0 }
 

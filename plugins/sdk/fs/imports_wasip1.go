@@ -6,18 +6,6 @@ package fs
 // module only the imports it calls, so a module imports exactly the host
 // calls whose wrappers it uses.
 
-//go:wasmimport lemon fs.list
-func fsList(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.list_payload
-func fsListPayload(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.stat
-func fsStat(ptr, size uint32) uint64
-
-//go:wasmimport lemon fs.stat_payload
-func fsStatPayload(ptr, size uint32) uint64
-
 //go:wasmimport lemon fs.read
 func fsRead(ptr, size uint32) uint64
 
@@ -26,6 +14,21 @@ func fsSend(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.receive
 func fsReceive(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.open
+func fsOpen(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.close
+func fsClose(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.readdir
+func fsReadDir(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.statat
+func fsStatAt(ptr, size uint32) uint64
+
+//go:wasmimport lemon fs.pread
+func fsPRead(ptr, size uint32) uint64
 
 //go:wasmimport lemon fs.write_at
 func fsWriteAt(ptr, size uint32) uint64
