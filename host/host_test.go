@@ -357,6 +357,64 @@ func TestRecycleAfterCalls(t *testing.T) {
 	}
 }
 
+// An instance recycled at RecycleAfterCalls is replaced in the background
+// while it holds the slot of the one it replaces: the request after the
+// recycle finds an idle instance (no start on its path) and live
+// instances never exceed PoolSize.
+func TestRecycleReplacesInBackground(t *testing.T) {
+	f := newFixture(t, host.Config{RecycleAfterCalls: 2, PoolSize: 1})
+	mod, _ := f.h.Module("testmod")
+	for i := 0; i < 2; i++ {
+		if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+			t.Fatal(perr)
+		}
+	}
+	// The second call recycled the load-time instance; wait for its
+	// replacement (a condition, not a timing).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if created, _ := mod.Stats(); created == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no replacement instance started after the recycle")
+		}
+	}
+	if n := f.h.PoolInstances()["testmod"]; n != 1 {
+		t.Fatalf("live instances %d, want 1 (PoolSize)", n)
+	}
+	if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+		t.Fatal(perr)
+	}
+	if created, discarded := mod.Stats(); created != 2 || discarded != 1 {
+		t.Fatalf("created %d discarded %d after the third call, want 2 and 1: the request must use the replacement", created, discarded)
+	}
+}
+
+// A trapped instance is not replaced ahead of need: the next request
+// starts one (the recycle-after-trap rule), and closing the host while a
+// replacement is starting leaves nothing running.
+func TestRecycleAfterTrapAndCloseDuringRefill(t *testing.T) {
+	f := newFixture(t, host.Config{RecycleAfterCalls: 1, PoolSize: 1})
+	mod, _ := f.h.Module("testmod")
+	if _, perr := f.invoke(t, "test.trap", `{}`); perr == nil {
+		t.Fatal("trap: no error")
+	}
+	if created, discarded := mod.Stats(); created != 1 || discarded != 1 {
+		t.Fatalf("after a trap: created %d discarded %d, want 1 and 1 (no background replacement)", created, discarded)
+	}
+	if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+		t.Fatal(perr)
+	}
+	// test.ping recycled its instance (RecycleAfterCalls 1): a replacement
+	// may be starting while the host closes.
+	if err := f.h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if created, discarded := mod.Stats(); created-discarded > 1 {
+		t.Fatalf("created %d discarded %d after close", created, discarded)
+	}
+}
+
 func TestUnknownMethod(t *testing.T) {
 	f := newFixture(t, host.Config{})
 	if _, perr := f.invoke(t, "node.nope", `{}`); perr == nil || perr.Code != protocol.CodeMethodNotFound {
