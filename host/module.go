@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"lemon/host/abi"
+	"lemon/hostcalls"
 )
 
 // Manifest and MethodSpec are the ABI's declarations (docs/ABI.md).
@@ -31,6 +32,18 @@ type Module struct {
 	// once at load instead of per request.
 	noContextCaps map[string]map[string]bool
 	pool          *pool
+	// okMetrics caches each host call's success collectors for this
+	// module (*hostcalls.HostCall → *callMetrics), made on first use.
+	okMetrics sync.Map
+}
+
+// callMetrics returns the module's success collectors for hc.
+func (m *Module) callMetrics(hc *hostcalls.HostCall) *callMetrics {
+	if c, ok := m.okMetrics.Load(hc); ok {
+		return c.(*callMetrics)
+	}
+	c, _ := m.okMetrics.LoadOrStore(hc, m.host.gate.metrics.forCall(m.family, hc.Name))
+	return c.(*callMetrics)
 }
 
 // effectiveCaps returns the capabilities a request for method may use:
