@@ -80,10 +80,13 @@ type pool struct {
 	idle  []*instance
 	// Created and discarded count instances for tests and metrics.
 	created, discarded int
-	// refilling: a replacement for a recycled instance is being started
-	// in the background (at most one per module; it holds the recycled
-	// instance's slot until it is idle). closed: close ran, so a
-	// replacement that finishes afterwards is closed, not kept.
+	// starting counts instance starts in progress (get and refill), so a
+	// spare is started only while created - discarded + starting stays
+	// below PoolSize. refilling: a background start is in progress (at
+	// most one per module; it holds a slot until its instance is idle).
+	// closed: close ran, so an instance started afterwards is closed, not
+	// kept.
+	starting          int
 	refilling, closed bool
 	refills           sync.WaitGroup
 }
@@ -139,8 +142,12 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		return inst, nil
 	}
+	p.starting++
 	p.mu.Unlock()
 	inst, err := p.instantiate(ctx)
+	p.mu.Lock()
+	p.starting--
+	p.mu.Unlock()
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -150,52 +157,71 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 
 // put returns an instance after an invocation and releases its slot. The
 // instance is closed instead when it reached its recycle limits (calls or
-// memory pages) or was closed by a trap. An instance recycled at its
-// limits is replaced in the background (refill), so no request waits for
-// a module's start (about 8 ms for a Go guest; docs/RATIONALE.md,
-// "Instances are replaced off the request path").
+// memory pages) or was closed by a trap. Module starts (about 8 ms for a
+// Go guest) happen off the request path where the bounds allow
+// (docs/RATIONALE.md, "Instances are replaced off the request path"): an
+// instance within a quarter of RecycleAfterCalls of its limit gets a
+// spare started in the background when live instances stay within
+// PoolSize, and an instance recycled with no other idle instance is
+// replaced in the background.
 func (p *pool) put(ctx context.Context, inst *instance) {
 	cfg := p.m.host.cfg
 	inst.calls++
 	closed := inst.mod.IsClosed()
 	discard := closed || inst.calls >= cfg.RecycleAfterCalls ||
 		inst.mod.Memory() == nil || inst.mod.Memory().Size()/65536 > cfg.RecycleAfterPages
+	margin := cfg.RecycleAfterCalls / 4
 	refill := false
 	p.mu.Lock()
 	if discard {
 		p.discarded++
-		// A trapped (closed) instance is not replaced ahead of need: the
-		// next request starts one, as after any trap.
-		if !closed && !p.refilling && !p.closed {
-			p.refilling, refill = true, true
-			p.refills.Add(1)
-		}
 	} else {
 		p.idle = append(p.idle, inst)
+	}
+	// A trapped (closed) instance is not replaced ahead of need: the next
+	// request starts one, as after any trap.
+	if !closed && !p.refilling && !p.closed {
+		live := p.created - p.discarded + p.starting
+		switch {
+		case discard:
+			refill = len(p.idle) == 0 // this slot's instance is gone: live < PoolSize
+		case margin > 0 && inst.calls >= cfg.RecycleAfterCalls-margin:
+			refill = live < cap(p.slots)
+		}
+	}
+	if refill {
+		p.refilling = true
+		p.starting++
+		p.refills.Add(1)
 	}
 	p.mu.Unlock()
 	if discard {
 		inst.close(context.WithoutCancel(ctx))
 	}
 	if refill {
-		go p.refill() // keeps the slot until the replacement is idle
+		go p.refill() // keeps this slot until the new instance is idle
 		return
 	}
 	<-p.slots
 }
 
-// refill starts one replacement instance while holding the slot of the
-// instance it replaces (so live instances stay within PoolSize), adds it
-// to the idle list and releases the slot. A failed start is dropped: the
-// next request starts an instance itself and reports its failure.
+// refill starts one instance while holding the slot of the request that
+// asked for it (so starts in progress and instances in use stay within
+// PoolSize), puts it at the bottom of the idle list (the instances in use
+// keep being taken first, up to their recycle) and releases the slot. A
+// failed start is dropped: the next request that finds no idle instance
+// starts one itself and reports its failure.
 func (p *pool) refill() {
 	defer p.refills.Done()
 	inst, err := p.instantiate(context.Background())
 	p.mu.Lock()
 	p.refilling = false
+	p.starting--
 	keep := err == nil && !p.closed
 	if keep {
-		p.idle = append(p.idle, inst)
+		p.idle = append(p.idle, nil)
+		copy(p.idle[1:], p.idle)
+		p.idle[0] = inst
 	} else if err == nil {
 		p.discarded++
 	}
