@@ -43,11 +43,17 @@ var (
 		"a read-class method may not make a host call that has an effect").WithRetry(false, false)
 )
 
+// contextCache keeps the strict parse of recent contexts, keyed by their
+// bytes without the runId (authority.ContextCache): a hit is what
+// ParseContext returns. Only the parse is kept; the workspace is resolved
+// again on every request (step 5), since the filesystem may change.
+var contextCache = authority.NewContextCache(authority.DefaultContextCacheEntries)
+
 // bindContext parses and checks the execution context of req for the
 // method spec (spec execution-policy, "Named execution nodes"):
 //
 //  1. no context (absent or null): the node's own policy alone;
-//  2. strict parse (authority.ParseContext): INVALID_PARAMS
+//  2. strict parse (authority.ParseContext, through contextCache): INVALID_PARAMS
 //     executionContext;
 //  3. runId must be req.InvokeID: FORBIDDEN context_mismatch;
 //  4. capabilities: the gate intersects them with the ceiling;
@@ -64,7 +70,7 @@ func bindContext(req *protocol.InvokeRequest, spec MethodSpec) (boundContext, *p
 	if len(raw) == 0 || string(raw) == "null" {
 		return boundContext{}, nil
 	}
-	ec, err := authority.ParseContext(raw)
+	ec, err := contextCache.Parse(raw)
 	if err != nil {
 		var ce *authority.ContextError
 		if errors.As(err, &ce) && ce.Field != "" && safeField(ce.Field) {

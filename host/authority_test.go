@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,58 @@ func TestNodeBindsContext(t *testing.T) {
 	g := newFixture(t, host.Config{Ceiling: []string{"write"}})
 	wantErr(t, "context wider than the ceiling", g.invokeWith(t, "i-5", "test.ping", hosttest.ContextOf(t, full("i-5"))),
 		protocol.CodeForbidden, protocol.DomainCapabilityDenied)
+}
+
+// TestContextWorkspaceResolvedPerRequest: the host keeps the parse of a
+// context it saw before (contextCache), never its workspace binding: the
+// same context, byte for byte but its runId, is refused once its root has
+// become a symlink and accepted again once it is a directory.
+func TestContextWorkspaceResolvedPerRequest(t *testing.T) {
+	f := newFixture(t, host.Config{Ceiling: []string{hostcalls.CapAll}})
+	parent := canonDir(t)
+	ws := filepath.Join(parent, "ws")
+	other := filepath.Join(parent, "other")
+	for _, d := range []string{ws, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctxFor := func(runID string) json.RawMessage {
+		return hosttest.ContextOf(t, authority.ExecutionContext{RunID: runID, Principal: "ops", Provenance: "controller",
+			Capabilities: []string{"hostinfo"}, Workspace: &authority.Workspace{Root: ws, Mode: authority.WorkspaceReadWrite}})
+	}
+	for i, id := range []string{"i-a", "i-b"} {
+		if perr := f.invokeWith(t, id, "test.ping", ctxFor(id)); perr != nil {
+			t.Fatalf("call %d: %v", i, perr)
+		}
+		if f.tt.lastAuth.Workspace != ws {
+			t.Fatalf("call %d: workspace %q", i, f.tt.lastAuth.Workspace)
+		}
+	}
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, ws); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "root now a symlink", f.invokeWith(t, "i-c", "test.ping", ctxFor("i-c")),
+		protocol.CodeForbidden, protocol.DomainContextMismatch)
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "root now missing", f.invokeWith(t, "i-d", "test.ping", ctxFor("i-d")),
+		protocol.CodeForbidden, protocol.DomainContextMismatch)
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if perr := f.invokeWith(t, "i-e", "test.ping", ctxFor("i-e")); perr != nil {
+		t.Fatalf("root a directory again: %v", perr)
+	}
+	// A context that failed to parse stays refused however often it comes.
+	bad := json.RawMessage(strings.Replace(string(ctxFor("i-f")), `"version":1`, `"version":2`, 1))
+	for i := 0; i < 2; i++ {
+		wantErr(t, "malformed", f.invokeWith(t, "i-f", "test.ping", bad), protocol.CodeInvalidParams, "")
+	}
 }
 
 // TestAdvContextRunIDMismatch: a context replayed onto another request

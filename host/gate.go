@@ -198,7 +198,8 @@ func (g *Gate) call(ctx context.Context, inv *invocation, hc *hostcalls.HostCall
 	if hc.Effect() {
 		inv.markApplied()
 	}
-	g.record(inv, hc.Name, "ok", elapsed)
+	inv.mod.callMetrics(hc).observeOK(elapsed)
+	g.audit(inv, hc.Name, "ok", elapsed)
 	if out == nil {
 		out = []byte("{}")
 	}

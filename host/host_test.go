@@ -357,6 +357,106 @@ func TestRecycleAfterCalls(t *testing.T) {
 	}
 }
 
+// An instance recycled at RecycleAfterCalls is replaced in the background
+// while it holds the slot of the one it replaces: the request after the
+// recycle finds an idle instance (no start on its path) and live
+// instances never exceed PoolSize.
+func TestRecycleReplacesInBackground(t *testing.T) {
+	f := newFixture(t, host.Config{RecycleAfterCalls: 2, PoolSize: 1})
+	mod, _ := f.h.Module("testmod")
+	for i := 0; i < 2; i++ {
+		if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+			t.Fatal(perr)
+		}
+	}
+	// The second call recycled the load-time instance; wait for its
+	// replacement (a condition, not a timing).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if created, _ := mod.Stats(); created == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no replacement instance started after the recycle")
+		}
+	}
+	if n := f.h.PoolInstances()["testmod"]; n != 1 {
+		t.Fatalf("live instances %d, want 1 (PoolSize)", n)
+	}
+	if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+		t.Fatal(perr)
+	}
+	if created, discarded := mod.Stats(); created != 2 || discarded != 1 {
+		t.Fatalf("created %d discarded %d after the third call, want 2 and 1: the request must use the replacement", created, discarded)
+	}
+}
+
+// An instance within a quarter of RecycleAfterCalls of its limit gets a
+// spare started in the background when PoolSize allows: the instance in
+// use keeps serving until its recycle, then the spare takes over, and no
+// request starts an instance.
+func TestRecycleStartsSpareAhead(t *testing.T) {
+	f := newFixture(t, host.Config{RecycleAfterCalls: 8, PoolSize: 2})
+	mod, _ := f.h.Module("testmod")
+	ping := func() {
+		t.Helper()
+		if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+			t.Fatal(perr)
+		}
+	}
+	for i := 0; i < 5; i++ { // below 8 - 8/4 = 6 calls: no spare yet
+		ping()
+	}
+	if created, _ := mod.Stats(); created != 1 {
+		t.Fatalf("created %d after 5 calls, want 1", created)
+	}
+	ping() // the 6th call starts the spare
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if created, _ := mod.Stats(); created == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no spare instance started")
+		}
+	}
+	ping()
+	ping() // the 8th call on the first instance: recycled
+	if created, discarded := mod.Stats(); created != 2 || discarded != 1 {
+		t.Fatalf("after 8 calls: created %d discarded %d, want 2 and 1 (the first instance served all 8)", created, discarded)
+	}
+	ping() // on the spare
+	if created, discarded := mod.Stats(); created != 2 || discarded != 1 {
+		t.Fatalf("after 9 calls: created %d discarded %d, want 2 and 1", created, discarded)
+	}
+	if n := f.h.PoolInstances()["testmod"]; n != 1 {
+		t.Fatalf("live instances %d, want 1", n)
+	}
+}
+
+// A trapped instance is not replaced ahead of need: the next request
+// starts one (the recycle-after-trap rule), and closing the host while a
+// replacement is starting leaves nothing running.
+func TestRecycleAfterTrapAndCloseDuringRefill(t *testing.T) {
+	f := newFixture(t, host.Config{RecycleAfterCalls: 1, PoolSize: 1})
+	mod, _ := f.h.Module("testmod")
+	if _, perr := f.invoke(t, "test.trap", `{}`); perr == nil {
+		t.Fatal("trap: no error")
+	}
+	if created, discarded := mod.Stats(); created != 1 || discarded != 1 {
+		t.Fatalf("after a trap: created %d discarded %d, want 1 and 1 (no background replacement)", created, discarded)
+	}
+	if _, perr := f.invoke(t, "test.ping", `{}`); perr != nil {
+		t.Fatal(perr)
+	}
+	// test.ping recycled its instance (RecycleAfterCalls 1): a replacement
+	// may be starting while the host closes.
+	if err := f.h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if created, discarded := mod.Stats(); created-discarded > 1 {
+		t.Fatalf("created %d discarded %d after close", created, discarded)
+	}
+}
+
 func TestUnknownMethod(t *testing.T) {
 	f := newFixture(t, host.Config{})
 	if _, perr := f.invoke(t, "node.nope", `{}`); perr == nil || perr.Code != protocol.CodeMethodNotFound {

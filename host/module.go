@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"lemon/host/abi"
+	"lemon/hostcalls"
 )
 
 // Manifest and MethodSpec are the ABI's declarations (docs/ABI.md).
@@ -31,6 +32,18 @@ type Module struct {
 	// once at load instead of per request.
 	noContextCaps map[string]map[string]bool
 	pool          *pool
+	// okMetrics caches each host call's success collectors for this
+	// module (*hostcalls.HostCall → *callMetrics), made on first use.
+	okMetrics sync.Map
+}
+
+// callMetrics returns the module's success collectors for hc.
+func (m *Module) callMetrics(hc *hostcalls.HostCall) *callMetrics {
+	if c, ok := m.okMetrics.Load(hc); ok {
+		return c.(*callMetrics)
+	}
+	c, _ := m.okMetrics.LoadOrStore(hc, m.host.gate.metrics.forCall(m.family, hc.Name))
+	return c.(*callMetrics)
 }
 
 // effectiveCaps returns the capabilities a request for method may use:
@@ -67,6 +80,15 @@ type pool struct {
 	idle  []*instance
 	// Created and discarded count instances for tests and metrics.
 	created, discarded int
+	// starting counts instance starts in progress (get and refill), so a
+	// spare is started only while created - discarded + starting stays
+	// below PoolSize. refilling: a background start is in progress (at
+	// most one per module; it holds a slot until its instance is idle).
+	// closed: close ran, so an instance started afterwards is closed, not
+	// kept.
+	starting          int
+	refilling, closed bool
+	refills           sync.WaitGroup
 }
 
 func newPool(m *Module, size int) *pool {
@@ -120,8 +142,12 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		return inst, nil
 	}
+	p.starting++
 	p.mu.Unlock()
 	inst, err := p.instantiate(ctx)
+	p.mu.Lock()
+	p.starting--
+	p.mu.Unlock()
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -131,21 +157,77 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 
 // put returns an instance after an invocation and releases its slot. The
 // instance is closed instead when it reached its recycle limits (calls or
-// memory pages) or was closed by a trap.
+// memory pages) or was closed by a trap. Module starts (about 8 ms for a
+// Go guest) happen off the request path where the bounds allow
+// (docs/RATIONALE.md, "Instances are replaced off the request path"): an
+// instance within a quarter of RecycleAfterCalls of its limit gets a
+// spare started in the background when live instances stay within
+// PoolSize, and an instance recycled with no other idle instance is
+// replaced in the background.
 func (p *pool) put(ctx context.Context, inst *instance) {
 	cfg := p.m.host.cfg
 	inst.calls++
-	discard := inst.mod.IsClosed() || inst.calls >= cfg.RecycleAfterCalls ||
+	closed := inst.mod.IsClosed()
+	discard := closed || inst.calls >= cfg.RecycleAfterCalls ||
 		inst.mod.Memory() == nil || inst.mod.Memory().Size()/65536 > cfg.RecycleAfterPages
+	margin := cfg.RecycleAfterCalls / 4
+	refill := false
 	p.mu.Lock()
 	if discard {
 		p.discarded++
 	} else {
 		p.idle = append(p.idle, inst)
 	}
+	// A trapped (closed) instance is not replaced ahead of need: the next
+	// request starts one, as after any trap.
+	if !closed && !p.refilling && !p.closed {
+		live := p.created - p.discarded + p.starting
+		switch {
+		case discard:
+			refill = len(p.idle) == 0 // this slot's instance is gone: live < PoolSize
+		case margin > 0 && inst.calls >= cfg.RecycleAfterCalls-margin:
+			refill = live < cap(p.slots)
+		}
+	}
+	if refill {
+		p.refilling = true
+		p.starting++
+		p.refills.Add(1)
+	}
 	p.mu.Unlock()
 	if discard {
 		inst.close(context.WithoutCancel(ctx))
+	}
+	if refill {
+		go p.refill() // keeps this slot until the new instance is idle
+		return
+	}
+	<-p.slots
+}
+
+// refill starts one instance while holding the slot of the request that
+// asked for it (so starts in progress and instances in use stay within
+// PoolSize), puts it at the bottom of the idle list (the instances in use
+// keep being taken first, up to their recycle) and releases the slot. A
+// failed start is dropped: the next request that finds no idle instance
+// starts one itself and reports its failure.
+func (p *pool) refill() {
+	defer p.refills.Done()
+	inst, err := p.instantiate(context.Background())
+	p.mu.Lock()
+	p.refilling = false
+	p.starting--
+	keep := err == nil && !p.closed
+	if keep {
+		p.idle = append(p.idle, nil)
+		copy(p.idle[1:], p.idle)
+		p.idle[0] = inst
+	} else if err == nil {
+		p.discarded++
+	}
+	p.mu.Unlock()
+	if err == nil && !keep {
+		inst.close(context.Background())
 	}
 	<-p.slots
 }
@@ -167,6 +249,10 @@ func (p *pool) drop(ctx context.Context, inst *instance) {
 }
 
 func (p *pool) close(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.refills.Wait() // a replacement being started finishes (and is closed) first
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil

@@ -76,6 +76,41 @@ var receiptCalls = map[string]bool{
 	"vault.receipt": true,
 }
 
+// callMetrics are one module's collectors for one host call's success,
+// resolved once (Module.okMetrics) instead of by label values per call.
+type callMetrics struct {
+	ok      prometheus.Counter  // lemon_hostcall_total{module, hostcall, "ok"}
+	latency prometheus.Observer // lemon_hostcall_duration_seconds{module, hostcall}
+	vault   prometheus.Counter  // lemon_node_vault_operations_total{op, "ok"} for vault.*, else nil
+	receipt prometheus.Counter  // lemon_node_receipts_total{hostcall} for receiptCalls, else nil
+}
+
+func (m *hostMetrics) forCall(module, hostcall string) *callMetrics {
+	c := &callMetrics{ok: m.calls.WithLabelValues(module, hostcall, "ok"), latency: m.latency.WithLabelValues(module, hostcall)}
+	if op, ok := strings.CutPrefix(hostcall, "vault."); ok {
+		c.vault = m.vault.WithLabelValues(op, "ok")
+	}
+	if receiptCalls[hostcall] {
+		c.receipt = m.receipts.WithLabelValues(hostcall)
+	}
+	return c
+}
+
+// observeOK counts one successful host call: what observe(module,
+// hostcall, "ok", d) counts.
+func (c *callMetrics) observeOK(d time.Duration) {
+	c.ok.Inc()
+	if d > 0 {
+		c.latency.Observe(d.Seconds())
+	}
+	if c.vault != nil {
+		c.vault.Inc()
+	}
+	if c.receipt != nil {
+		c.receipt.Inc()
+	}
+}
+
 // observe counts one host call.
 func (m *hostMetrics) observe(module, hostcall, outcome string, d time.Duration) {
 	m.calls.WithLabelValues(module, hostcall, outcome).Inc()

@@ -248,8 +248,14 @@ func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, e
 	if ctx.Err() != nil {
 		return nil, protocol.FSOutcomeUnknown(false)
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.lim.deadline)
-	defer cancel()
+	// The request's own deadline, when it comes first, is the one that
+	// counts: no timer of our own then (what WithTimeout would have done
+	// is fire no sooner than ctx).
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > f.lim.deadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.lim.deadline)
+		defer cancel()
+	}
 	type result struct {
 		v   any
 		err error
