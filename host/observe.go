@@ -50,7 +50,7 @@ func newHostMetrics(reg prometheus.Registerer) *hostMetrics {
 		}, []string{"operation", "outcome"})),
 		receipts: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lemon_node_receipts_total",
-			Help: "Receipts returned (process and vault receipts), by host call.",
+			Help: "Secret operation receipts read from the vault (vault.receipt), by host call; the process module keeps its receipts in its own store.",
 		}, []string{"hostcall"})),
 	}
 }
