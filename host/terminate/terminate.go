@@ -72,8 +72,14 @@ func Arm(ctx context.Context, flag Flag) (release func() (fired bool)) {
 func notFired() bool { return false }
 func fired() bool    { return true }
 
+// MaxLocals is the most locals one function may declare (params not
+// counted); Instrument refuses more, before the runtime allocates by the
+// declared count. Go's wasm backend declares a few dozen.
+const MaxLocals = 1 << 16
+
 const (
 	secCustom    = 0
+	secType      = 1
 	secImport    = 2
 	secGlobal    = 6
 	secExport    = 7
@@ -128,6 +134,15 @@ func Instrument(wasm []byte) ([]byte, error) {
 			}
 			lastRank = rank[id]
 		}
+		if id != secCustom && id != 8 && id != 12 {
+			// Every entry of a vector section takes at least one byte; a
+			// larger count is malformed, and refused before the runtime
+			// sizes anything by it.
+			vr := reader{b: wasm[r.pos : r.pos+int(n)], base: r.pos}
+			if c := vr.u32(); vr.err != nil || c > n {
+				return nil, &Error{r.pos, fmt.Sprintf("section %d claims more entries than its %d bytes hold", id, n), nil}
+			}
+		}
 		secs = append(secs, section{id: id, off: r.pos, body: wasm[r.pos : r.pos+int(n)]})
 		r.pos += int(n)
 	}
@@ -135,6 +150,10 @@ func Instrument(wasm []byte) ([]byte, error) {
 	var importedGlobals, definedGlobals uint32
 	for _, s := range secs {
 		switch s.id {
+		case secType:
+			if err := checkTypes(s); err != nil {
+				return nil, err
+			}
 		case secImport:
 			n, err := countImportedGlobals(s)
 			if err != nil {
@@ -276,6 +295,31 @@ func countImportedGlobals(s section) (uint32, error) {
 	return globals, r.err
 }
 
+// checkTypes reads the type section so that no parameter or result count
+// exceeds the bytes left (the runtime allocates by it).
+func checkTypes(s section) error {
+	r := reader{b: s.body, base: s.off}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if form := r.byte(); form != 0x60 && r.err == nil {
+			r.fail(-1, fmt.Sprintf("unsupported type form 0x%02x", form))
+		}
+		for vec := 0; vec < 2 && r.err == nil; vec++ {
+			m := r.u32()
+			if r.err == nil && int64(m) > int64(len(r.b)-r.pos) {
+				r.fail(0, fmt.Sprintf("type %d claims %d value types, more than the bytes left", i, m))
+			}
+			for j := uint32(0); j < m && r.err == nil; j++ {
+				r.valType()
+			}
+		}
+	}
+	if r.err == nil && r.pos != len(r.b) {
+		r.fail(0, "type section has trailing bytes")
+	}
+	return r.err
+}
+
 func checkExports(s section) error {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
@@ -331,8 +375,12 @@ func instrumentCode(s section, check []byte) ([]byte, error) {
 
 func instrumentBody(dst []byte, r *reader, check []byte) ([]byte, error) {
 	groups := r.u32()
+	var locals uint64
 	for i := uint32(0); i < groups && r.err == nil; i++ {
-		r.u32()
+		locals += uint64(r.u32())
+		if locals > MaxLocals {
+			r.fail(0, fmt.Sprintf("function declares more than %d locals", MaxLocals))
+		}
 		r.valType()
 	}
 	if r.err != nil {
