@@ -18,7 +18,7 @@ func stopFlag(mod api.Module) terminate.Flag {
 }
 
 // arm makes ctx's end set the instance's stop flag, so the guest traps
-// (unreachable) at its next loop header; runOnce reports that trap as the
+// (unreachable) within terminate.YieldEvery loop iterations; runOnce reports that trap as the
 // deadline because ctx has ended. The returned func disarms it; if the flag
 // may have been set, it closes the instance, which the pool then discards.
 func (inst *instance) arm(ctx context.Context) func() {

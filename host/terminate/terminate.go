@@ -1,18 +1,15 @@
 // Package terminate makes a wasm module stoppable without the runtime's
 // per-loop exit-code check (docs/ABI.md, "Instances"; docs/RATIONALE.md,
-// "Deadline checks").
+// "Deadlines").
 //
-// Instrument rewrites a module binary: it appends one mutable i32 global,
-// exports it as StopExport, and inserts at the head of every `loop` body
-//
-//	global.get $stop
-//	if (empty)
-//	  unreachable
-//	end
-//
-// The host sets the global to 1 when an invocation's deadline passes (Arm);
-// the next loop iteration of the instance then traps. A module with no
-// loop (only recursion) is bounded by the runtime's stack limit instead.
+// Instrument rewrites a module binary: it appends two mutable i32
+// globals, a stop flag exported as StopExport and a private fuel counter,
+// and inserts at the head of every `loop` body a decrement of the fuel;
+// every YieldEvery iterations the guest yields to the Go runtime (a
+// memory.grow 0, which wazero's compiler runs in Go) and traps
+// (unreachable) if the stop flag is set (loopCheck). The host sets the
+// flag when an invocation's context ends (Arm). A module with no loop
+// (only recursion) is bounded by the runtime's stack limit instead.
 package terminate
 
 import (
@@ -55,7 +52,7 @@ type Flag interface{ Set(v uint64) }
 
 // Arm sets flag to 1 once ctx is done, until the returned release is
 // called. release reports whether the flag may have been set (ctx ended
-// before release): the instance may then trap at its next loop and must be
+// before release): the instance may then trap in a loop and must be
 // discarded. A nil flag or a context that is never done costs nothing.
 func Arm(ctx context.Context, flag Flag) (release func() (fired bool)) {
 	if flag == nil || ctx.Done() == nil {
@@ -81,6 +78,7 @@ const (
 	secCustom    = 0
 	secType      = 1
 	secImport    = 2
+	secMemory    = 5
 	secGlobal    = 6
 	secExport    = 7
 	secCode      = 10
@@ -148,6 +146,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 	}
 
 	var importedGlobals, definedGlobals uint32
+	hasMemory := false
 	for _, s := range secs {
 		switch s.id {
 		case secType:
@@ -155,11 +154,15 @@ func Instrument(wasm []byte) ([]byte, error) {
 				return nil, err
 			}
 		case secImport:
-			n, err := countImportedGlobals(s)
+			n, mems, err := countImports(s)
 			if err != nil {
 				return nil, err
 			}
 			importedGlobals = n
+			hasMemory = hasMemory || mems > 0
+		case secMemory:
+			sr := reader{b: s.body, base: s.off}
+			hasMemory = hasMemory || sr.u32() > 0
 		case secGlobal:
 			sr := reader{b: s.body, base: s.off}
 			definedGlobals = sr.u32()
@@ -176,12 +179,14 @@ func Instrument(wasm []byte) ([]byte, error) {
 	if stopIdx < importedGlobals {
 		return nil, &Error{0, "too many globals", nil}
 	}
-	check := append([]byte{0x23}, appendU32(nil, stopIdx)...)
-	check = append(check, 0x04, 0x40, 0x00, 0x0B)
+	if stopIdx+1 < stopIdx {
+		return nil, &Error{0, "too many globals", nil}
+	}
+	check := loopCheck(stopIdx, stopIdx+1)
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
 	out = append(out, wasm[:8]...)
-	haveGlobal, haveExport := false, false
+	haveGlobal, haveExport, haveMemory := false, false, hasMemory
 	emit := func(id byte, body []byte) {
 		out = append(out, id)
 		out = appendU32(out, uint32(len(body)))
@@ -190,6 +195,12 @@ func Instrument(wasm []byte) ([]byte, error) {
 	// insertMissing emits a new global or export section before the
 	// first section that must follow it.
 	insertMissing := func(beforeRank int) {
+		if !haveMemory && beforeRank > rank[secMemory] {
+			// A module without memory gets an empty one, for the
+			// memory.grow 0 the check yields through.
+			emit(secMemory, []byte{1, 0, 0})
+			haveMemory = true
+		}
 		if !haveGlobal && beforeRank > rank[secGlobal] {
 			emit(secGlobal, appendGlobal(nil, 0, nil))
 			haveGlobal = true
@@ -237,12 +248,62 @@ func Instrument(wasm []byte) ([]byte, error) {
 	return out, nil
 }
 
-// appendGlobal writes a global section body: count+1, the existing
-// entries, then the stop global (mutable i32 = 0).
+// YieldEvery is how many loop iterations an instance runs between two
+// yields to the Go runtime (see loopCheck).
+const YieldEvery = 4096
+
+// loopCheck is the code inserted at each loop header:
+//
+//	global.get $fuel; i32.const -1; i32.add; global.set $fuel
+//	global.get $fuel; i32.eqz
+//	if
+//	  i32.const YieldEvery; global.set $fuel
+//	  i32.const 0; memory.grow 0; drop
+//	  global.get $stop; if; unreachable; end
+//	end
+//
+// Compiled wasm cannot be preempted by the Go runtime: a guest that never
+// left it would stall every stop-the-world (the garbage collector) and
+// with it the timer that ends its own deadline. memory.grow is a call
+// into Go in wazero's compiler, so every YieldEvery iterations the guest
+// reaches a point where the runtime can stop it, and checks the stop flag.
+func loopCheck(stopIdx, fuelIdx uint32) []byte {
+	var c []byte
+	get := func(i uint32) { c = appendU32(append(c, 0x23), i) }
+	set := func(i uint32) { c = appendU32(append(c, 0x24), i) }
+	get(fuelIdx)
+	c = append(c, 0x41, 0x7F, 0x6A)
+	set(fuelIdx)
+	get(fuelIdx)
+	c = append(c, 0x45, 0x04, 0x40, 0x41)
+	c = appendS32(c, YieldEvery)
+	set(fuelIdx)
+	c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1A)
+	get(stopIdx)
+	c = append(c, 0x04, 0x40, 0x00, 0x0B)
+	return append(c, 0x0B)
+}
+
+func appendS32(dst []byte, v int32) []byte {
+	for {
+		b := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
+			return append(dst, b)
+		}
+		dst = append(dst, b|0x80)
+	}
+}
+
+// appendGlobal writes a global section body: count+2, the existing
+// entries, then the stop global (mutable i32 = 0) and the fuel global
+// (mutable i32 = YieldEvery).
 func appendGlobal(dst []byte, n uint32, entries []byte) []byte {
-	dst = appendU32(dst, n+1)
+	dst = appendU32(dst, n+2)
 	dst = append(dst, entries...)
-	return append(dst, 0x7F, 0x01, 0x41, 0x00, 0x0B)
+	dst = append(dst, 0x7F, 0x01, 0x41, 0x00, 0x0B, 0x7F, 0x01, 0x41)
+	dst = appendS32(dst, YieldEvery)
+	return append(dst, 0x0B)
 }
 
 // appendExport writes an export section body: count+1, the existing
@@ -262,10 +323,10 @@ func customName(s section) (string, error) {
 	return name, r.err
 }
 
-func countImportedGlobals(s section) (uint32, error) {
+// countImports returns the numbers of imported globals and memories.
+func countImports(s section) (globals, memories uint32, err error) {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
-	var globals uint32
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		r.name()
 		r.name()
@@ -278,6 +339,7 @@ func countImportedGlobals(s section) (uint32, error) {
 			r.limits()
 		case 0x02: // memory: limits
 			r.limits()
+			memories++
 		case 0x03: // global: valtype, mutability
 			r.valType()
 			r.byte()
@@ -292,7 +354,7 @@ func countImportedGlobals(s section) (uint32, error) {
 	if r.err == nil && r.pos != len(r.b) {
 		r.fail(0, "import section has trailing bytes")
 	}
-	return globals, r.err
+	return globals, memories, r.err
 }
 
 // checkTypes reads the type section so that no parameter or result count

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"lemon/host/hosttest"
@@ -108,6 +111,56 @@ func TestTinyLoopRunsAndStopsAtDeadline(t *testing.T) {
 			t.Fatalf("stop flag = %d, want 1", stop.Get())
 		}
 	}
+}
+
+// TestSpinningGuestYieldsToGC: a guest looping forever must not stall a
+// stop-the-world (compiled wasm cannot be preempted; the check yields every
+// YieldEvery iterations), or runtime.GC below, and the timer ending the
+// deadline, would wait for ever.
+func TestSpinningGuestYieldsToGC(t *testing.T) {
+	out, err := terminate.Instrument(bytes.TrimSuffix(tiny(false), debugSection))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler())
+	defer r.Close(ctx)
+	var mods []api.Module
+	for i := 0; i < runtime.GOMAXPROCS(0); i++ {
+		mod, err := r.InstantiateModule(ctx, mustCompile(t, r, out), wazero.NewModuleConfig().WithName(fmt.Sprint("m", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mods = append(mods, mod)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	errs := make(chan error, len(mods))
+	for _, mod := range mods {
+		go func() {
+			release := terminate.Arm(dctx, mod.ExportedGlobal(terminate.StopExport).(api.MutableGlobal))
+			_, err := mod.ExportedFunction("spin").Call(dctx)
+			release()
+			errs <- err
+		}()
+	}
+	// Every P is now running a spinning guest.
+	for i := 0; i < 20; i++ {
+		runtime.GC()
+	}
+	for range mods {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("spin: %v, want an unreachable trap", err)
+		}
+	}
+}
+
+func mustCompile(t *testing.T, r wazero.Runtime, wasm []byte) wazero.CompiledModule {
+	c, err := r.CompileModule(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestArmReleasedBeforeDeadlineLeavesFlag(t *testing.T) {
@@ -247,7 +300,7 @@ func TestModulesInstrumentAndCompile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		loops := bytes.Count(out, []byte{0x04, 0x40, 0x00, 0x0B}) // lower bound check below
+		loops := bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1A}) // the yield
 		if len(out) <= len(wasm) || loops == 0 {
 			t.Fatalf("%s: no checks inserted (%d → %d bytes)", name, len(wasm), len(out))
 		}
