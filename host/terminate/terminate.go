@@ -224,6 +224,13 @@ func Instrument(wasm []byte) ([]byte, error) {
 				continue
 			}
 			emit(s.id, s.body)
+		case secMemory:
+			if !hasMemory { // a memory section of no memories
+				emit(s.id, []byte{1, 0, 0})
+			} else {
+				emit(s.id, s.body)
+			}
+			haveMemory = true
 		case secGlobal:
 			sr := reader{b: s.body, base: s.off}
 			sr.u32()
