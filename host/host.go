@@ -19,6 +19,7 @@ import (
 	"lemon/audit"
 	"lemon/host/abi"
 	"lemon/host/moduleset"
+	"lemon/host/terminate"
 	"lemon/hostcalls"
 	"lemon/protocol"
 )
@@ -89,9 +90,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	// No WithCloseOnContextDone: modules are compiled from terminate.Instrument's
+	// output and stopped through its stop global (docs/ABI.md, "Instances").
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(cfg.MemoryLimitPages).
-		WithCloseOnContextDone(true)
+		WithMemoryLimitPages(cfg.MemoryLimitPages)
 	h := &Host{cfg: cfg, hostcall: map[string]*hostcalls.HostCall{},
 		modules: map[string]*Module{}, methods: map[string]*Module{}, refused: map[string]refusal{}}
 	if cfg.CacheDir != "" {
@@ -437,10 +439,14 @@ func matchDeclarations(pin moduleset.Module, described []MethodSpec) error {
 // compiles wasm in a throwaway runtime whose "lemon" imports all fail, and
 // calls lemon_describe (for build.sh and `lemon plugin inspect`).
 func Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCloseOnContextDone(true))
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer r.Close(ctx)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return Manifest{}, err
+	}
+	wasm, err := terminate.Instrument(wasm)
+	if err != nil {
+		return Manifest{}, rejected("compile: %v", err)
 	}
 	compiled, err := r.CompileModule(ctx, wasm)
 	if err != nil {
@@ -466,11 +472,17 @@ func Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, rejected("instantiate: %v", err)
 	}
-	inst := &instance{mod: mod}
+	inst := &instance{mod: mod, stop: stopFlag(mod)}
 	return describe(ctx, inst)
 }
 
 func (h *Host) compile(ctx context.Context, wasm []byte) (*Module, error) {
+	// The compilation cache keys on the bytes compiled, so a cached
+	// compile is always of instrumented code.
+	wasm, err := terminate.Instrument(wasm)
+	if err != nil {
+		return nil, refuse(ReasonCompileFailed, "compile failed: %v", err)
+	}
 	compiled, err := h.runtime.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, refuse(ReasonCompileFailed, "compile failed")

@@ -7,6 +7,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"lemon/host/moduleset"
+	"lemon/host/terminate"
 )
 
 // Imports returns the host calls a module imports from the "lemon" import
@@ -15,6 +16,10 @@ import (
 func Imports(ctx context.Context, wasm []byte) ([]string, error) {
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer r.Close(ctx)
+	wasm, err := terminate.Instrument(wasm)
+	if err != nil {
+		return nil, rejected("compile: %v", err)
+	}
 	compiled, err := r.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, rejected("compile: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"lemon/host/abi"
+	"lemon/host/terminate"
 	"lemon/hostcalls"
 )
 
@@ -67,6 +68,7 @@ type instance struct {
 	stderr *tailBuffer // this instance's stderr, emptied per invocation
 	malloc api.Function
 	invoke api.Function
+	stop   terminate.Flag // the deadline sets it (stop.go)
 	calls  int
 }
 
@@ -103,7 +105,7 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst := &instance{mod: mod, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke")}
+	inst := &instance{mod: mod, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke"), stop: stopFlag(mod)}
 	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing ABI exports")
@@ -113,7 +115,9 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing lemon_abi_version")
 	}
+	release := inst.arm(ctx)
 	r, err := v.Call(ctx)
+	release()
 	if err != nil || len(r) != 1 {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("lemon_abi_version failed")
@@ -281,6 +285,7 @@ func readPacked(inst *instance, packed uint64) ([]byte, error) {
 }
 
 func describe(ctx context.Context, inst *instance) (Manifest, error) {
+	defer inst.arm(ctx)()
 	r, err := inst.mod.ExportedFunction("lemon_describe").Call(ctx)
 	if err != nil {
 		return Manifest{}, err
@@ -298,6 +303,7 @@ func describe(ctx context.Context, inst *instance) (Manifest, error) {
 
 // call runs one lemon_invoke on inst with input JSON.
 func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
+	defer inst.arm(ctx)()
 	if inst.stderr != nil {
 		inst.stderr.reset()
 	}
