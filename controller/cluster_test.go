@@ -269,7 +269,7 @@ func TestClusterThreeControllers(t *testing.T) {
 	ms[victim].srv.Close()
 	<-silent.closed
 	for i := victim; i < total; i += controllers {
-		nodes[i] = connectNode(t, ms[i%2].srv.url, tokens[i], protocol.NodeAdvertise{}, counting(echoHandler))
+		nodes[i] = connectNodeRetry(t, ms[i%2].srv.url, tokens[i], protocol.NodeAdvertise{}, counting(echoHandler), 20*time.Second)
 	}
 	f := op0.await(inflight)
 	wantError(t, f, protocol.CodeUnavailable, protocol.DomainNodeDisconnected)

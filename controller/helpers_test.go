@@ -307,14 +307,35 @@ func defaultMethods() map[string]int {
 
 func connectNode(t testing.TB, url, token string, adv protocol.NodeAdvertise, handle func(protocol.InvokeRequest) (any, *protocol.Error, bool)) *fakeNode {
 	t.Helper()
+	return connectNodeRetry(t, url, token, adv, handle, 0)
+}
+
+// connectNodeRetry is connectNode that, like a real node's reconnect loop,
+// dials again while the controller refuses with a retry-safe UNAVAILABLE
+// (a clustered controller whose JetStream state is electing a leader after
+// a peer died), for at most within.
+func connectNodeRetry(t testing.TB, url, token string, adv protocol.NodeAdvertise, handle func(protocol.InvokeRequest) (any, *protocol.Error, bool), within time.Duration) *fakeNode {
+	t.Helper()
 	if adv.Methods == nil {
 		adv.Methods = defaultMethods()
 	}
-	p := dialPeer(t, url)
-	p.writeJSON(protocol.Request{Type: protocol.FrameReq, ID: "c1", Method: "connect",
-		Params: mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode, Auth: protocol.ConnectAuth{Token: token},
-			Client: protocol.ConnectClient{ID: "fake-node", Version: "1"}, Node: &adv})})
-	hello := p.next()
+	deadline := time.Now().Add(within)
+	var p *peer
+	var hello frame
+	for {
+		p = dialPeer(t, url)
+		p.writeJSON(protocol.Request{Type: protocol.FrameReq, ID: "c1", Method: "connect",
+			Params: mustJSON(t, protocol.ConnectParams{Role: protocol.RoleNode, Auth: protocol.ConnectAuth{Token: token},
+				Client: protocol.ConnectClient{ID: "fake-node", Version: "1"}, Node: &adv})})
+		hello = p.next()
+		e := hello.Error
+		if hello.Type == protocol.FrameHelloOK || e == nil || e.Code != protocol.CodeUnavailable ||
+			e.Details.RetrySafe == nil || !*e.Details.RetrySafe || time.Now().After(deadline) {
+			break
+		}
+		p.ws.Close()
+		time.Sleep(200 * time.Millisecond)
+	}
 	if hello.Type != protocol.FrameHelloOK {
 		t.Fatalf("node connect: got %s", hello.raw)
 	}
