@@ -10,6 +10,10 @@ type reader struct {
 	pos  int
 	base int
 	err  error
+	// globals is the module's own global count (imported + defined):
+	// code may name no global at or past it, which is where the rewrite
+	// puts the stop flag and the fuel counter. Only set for code.
+	globals uint32
 }
 
 func (r *reader) fail(delta int, msg string) {
@@ -209,7 +213,14 @@ func (r *reader) instr() (isLoop bool) {
 				r.fail(-1, fmt.Sprintf("unknown catch clause 0x%02x", k))
 			}
 		}
-	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
+	case op == 0x23, op == 0x24: // global.get, global.set
+		// An index past the module's own globals would be invalid in the
+		// original binary and names the rewrite's stop flag or fuel
+		// counter in the rewritten one: a module could clear its own stop.
+		if i := r.u32(); r.err == nil && i >= r.globals {
+			r.fail(0, fmt.Sprintf("global index %d out of range (the module has %d globals)", i, r.globals))
+		}
+	case op >= 0x20 && op <= 0x26: // local.*, table.get/set
 		r.u32()
 	case op >= 0x28 && op <= 0x3E: // loads and stores
 		r.memarg()

@@ -242,7 +242,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 			emit(s.id, appendExport(nil, n, s.body[sr.pos:], stopIdx))
 			haveExport = true
 		case secCode:
-			body, err := instrumentCode(s, check)
+			body, err := instrumentCode(s, check, stopIdx)
 			if err != nil {
 				return nil, err
 			}
@@ -409,7 +409,7 @@ func checkExports(s section) error {
 
 // instrumentCode rewrites the code section: each body gets the check after
 // every loop's block type, and a new size.
-func instrumentCode(s section, check []byte) ([]byte, error) {
+func instrumentCode(s section, check []byte, globals uint32) ([]byte, error) {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
 	if r.err != nil {
@@ -426,7 +426,7 @@ func instrumentCode(s section, check []byte) ([]byte, error) {
 		if size > uint32(len(r.b)-r.pos) {
 			return nil, &Error{s.off + r.pos, fmt.Sprintf("function body %d is truncated: size %d, %d bytes left", i, size, len(r.b)-r.pos), nil}
 		}
-		body := reader{b: r.b[r.pos : r.pos+int(size)], base: s.off + r.pos}
+		body := reader{b: r.b[r.pos : r.pos+int(size)], base: s.off + r.pos, globals: globals}
 		r.pos += int(size)
 		var err error
 		fn, err = instrumentBody(fn[:0], &body, check)

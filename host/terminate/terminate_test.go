@@ -421,3 +421,45 @@ func BenchmarkInstrument(b *testing.B) {
 		}
 	}
 }
+
+// TestRefusesGlobalsPastTheModules: code may name only the module's own
+// globals. An index past them would be invalid in the original binary and
+// names the stop flag (or the fuel counter) in the rewritten one, which a
+// module could then clear to stay unstoppable. At the module's last global
+// the rewrite passes; one past it is refused.
+func TestRefusesGlobalsPastTheModules(t *testing.T) {
+	spin := []byte{0x0C, 0, 0x0B, 0x0B} // br 0; end; end: the spin body
+	for _, tc := range []struct {
+		name       string
+		withGlobal bool
+		op, index  byte
+		want       string // "" passes
+	}{
+		{"get without globals", false, 0x23, 0, "global index 0 out of range (the module has 0 globals)"},
+		{"set without globals", false, 0x24, 0, "global index 0 out of range"},
+		{"get of its own global", true, 0x23, 0, ""},
+		{"set of its own global", true, 0x24, 0, ""},
+		{"get of the stop flag", true, 0x23, 1, "global index 1 out of range (the module has 1 globals)"},
+		{"set of the stop flag", true, 0x24, 1, "global index 1 out of range"},
+		{"set of the fuel counter", true, 0x24, 2, "global index 2 out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wasm := tiny(tc.withGlobal)
+			if !bytes.Contains(wasm, spin) {
+				t.Fatal("tiny has no spin body")
+			}
+			wasm = bytes.Replace(wasm, spin, []byte{tc.op, tc.index, 0x0B, 0x0B}, 1)
+			_, err := terminate.Instrument(wasm)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Instrument: %v", err)
+				}
+				return
+			}
+			var te *terminate.Error
+			if err == nil || !errors.As(err, &te) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a *terminate.Error containing %q", err, tc.want)
+			}
+		})
+	}
+}
