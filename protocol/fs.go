@@ -496,39 +496,6 @@ type FSWriteCall struct {
 	ExpectedModifiedAtMs *int64 `json:"expectedModifiedAtMs,omitempty"`
 }
 
-var mimeByExt = map[string]string{
-	"txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
-	"csv": "text/csv", "tsv": "text/tab-separated-values", "html": "text/html", "htm": "text/html",
-	"css": "text/css", "js": "text/javascript", "mjs": "text/javascript", "xml": "application/xml",
-	"json": "application/json", "yaml": "application/yaml", "yml": "application/yaml",
-	"toml": "application/toml", "pdf": "application/pdf", "zip": "application/zip",
-	"gz": "application/gzip", "tgz": "application/gzip", "tar": "application/x-tar",
-	"wasm": "application/wasm", "sh": "application/x-sh", "py": "text/x-python",
-	"go": "text/x-go", "c": "text/x-c", "h": "text/x-c", "rs": "text/x-rust",
-	"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
-	"webp": "image/webp", "svg": "image/svg+xml", "ico": "image/vnd.microsoft.icon",
-	"mp3": "audio/mpeg", "wav": "audio/wav", "ogg": "audio/ogg", "mp4": "video/mp4",
-	"webm": "video/webm", "mov": "video/quicktime",
-}
-
-// MIMEFromName infers a MIME type from a file name's extension
-// (case-insensitive), never from content; unknown names give
-// "application/octet-stream". The table is built in, so every node answers
-// the same regardless of its /etc/mime.types.
-func MIMEFromName(name string) string {
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	i := strings.LastIndexByte(name, '.')
-	if i <= 0 || i == len(name)-1 {
-		return "application/octet-stream"
-	}
-	if m, ok := mimeByExt[strings.ToLower(name[i+1:])]; ok {
-		return m
-	}
-	return "application/octet-stream"
-}
-
 func init() {
 	for _, m := range []MethodSpec{
 		{Name: "node.fs.list", Version: 1, Validate: ValidateFSList},

@@ -88,12 +88,3 @@ func TestFSErrorClassifications(t *testing.T) {
 		t.Error("busy must be retry-safe")
 	}
 }
-
-func TestMIMEFromName(t *testing.T) {
-	for name, want := range map[string]string{"a.txt": "text/plain", "/x/y/B.PNG": "image/png", "noext": "application/octet-stream",
-		".bashrc": "application/octet-stream", "a.": "application/octet-stream", "d.json": "application/json", "x.md": "text/markdown"} {
-		if got := MIMEFromName(name); got != want {
-			t.Errorf("%s: %s, want %s", name, got, want)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"lemon/hostcalls/contract"
+	"lemon/plugins/fs/shape"
 	"lemon/protocol"
 )
 
@@ -128,7 +129,7 @@ func (f *FS) Preview(p string, recursive bool) (*protocol.FSDeletePreviewResult,
 	testPreviewsMu.Unlock()
 	return &protocol.FSDeletePreviewResult{Path: w.Path,
 		Stat: protocol.FSStat{Path: w.Path, Type: w.Type, Size: w.Size, MtimeMs: msOfNs(w.MtimeNs), Mode: w.Mode,
-			Mime: protocol.MIMEFromName(w.Path), Readable: w.Readable, Writable: w.Writable},
+			Mime: shape.MIME(w.Path), Readable: w.Readable, Writable: w.Writable},
 		ChildCount: w.Children, ChildrenDigest: w.ChildrenDigest, CandidateCount: w.Entries, ConfirmationToken: token,
 		ExpiresAtMs: time.Now().Add(protocol.FSPreviewTTLMs * time.Millisecond).UnixMilli()}, nil
 }
