@@ -539,15 +539,19 @@ func (s *Schema) validate(v []byte, path string, budget *int) *Error {
 			}
 		}
 	case "integer", "number":
+		article := "a "
+		if s.Type == "integer" {
+			article = "an "
+		}
 		if v[0] != '-' && !isDigit(v[0]) {
-			return fieldErr(path, "must be a "+s.Type)
+			return fieldErr(path, "must be "+article+s.Type)
 		}
 		if s.Type == "integer" && bytes.ContainsAny(v, ".eE") {
 			return fieldErr(path, "must be an integer")
 		}
 		f, err := strconv.ParseFloat(string(v), 64)
 		if err != nil {
-			return fieldErr(path, "must be a "+s.Type)
+			return fieldErr(path, "must be "+article+s.Type)
 		}
 		if s.Minimum != nil && f < *s.Minimum {
 			return fieldErr(path, "must be at least "+strconv.FormatFloat(*s.Minimum, 'g', -1, 64))

@@ -410,3 +410,20 @@ func TestSchemaPatternAndEnumCostBounds(t *testing.T) {
 		t.Fatalf("%d pattern bytes: %v, want INVALID_PARAMS", MaxPatternBytes+item, e)
 	}
 }
+
+// TestSchemaTypeMessages: a value of the wrong type names the declared
+// type with its article ("an integer", "a number").
+func TestSchemaTypeMessages(t *testing.T) {
+	s := &Schema{Type: "object", AdditionalProperties: bp(false), Properties: map[string]*Schema{
+		"i": {Type: "integer"}, "n": {Type: "number"}}}
+	for params, want := range map[string]string{
+		`{"i":"high"}`: "params.i must be an integer",
+		`{"n":"high"}`: "params.n must be a number",
+		`{"i":1.5}`:    "params.i must be an integer",
+	} {
+		err := s.Validate(json.RawMessage(params))
+		if err == nil || err.Message != want {
+			t.Errorf("%s: %v, want %q", params, err, want)
+		}
+	}
+}
