@@ -247,7 +247,9 @@ func (f *FS) DefaultCwd() string { return joinAbs(f.cwd) }
 // do runs one request under the 25 s deadline (or ctx, if sooner). A
 // request that does not finish in time returns filesystem_outcome_unknown
 // (mutationMayHaveApplied = mutation); its work may still complete in the
-// background, holding its locks until then.
+// background, holding its locks until then. Exception: an fs.open while
+// every root and every mount under one is a local filesystem runs on the
+// caller's goroutine without that deadline (local.go).
 func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, error)) (any, error) {
 	if f.closed.Load() {
 		return nil, protocol.FSError(protocol.DomainFilesystemBusy)

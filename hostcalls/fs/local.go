@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Inline requests on local filesystems (docs/RATIONALE.md, "fs requests
-// run inline on local filesystems"). A request normally runs on a goroutine
+// Inline requests on local filesystems (docs/RATIONALE.md, "fs.open runs
+// inline on local filesystems"). A request normally runs on a goroutine
 // of its own so that one stuck in a syscall (NFS, FUSE) still answers at
 // its deadline; that handoff costs more than the syscalls of a stat. A
 // path-resolving read request (inlineOps) runs on the caller's goroutine
