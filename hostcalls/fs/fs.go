@@ -113,6 +113,11 @@ type core struct {
 	// testHook, when set, runs inside every request before its work
 	// (tests use it to hold a request past its deadline).
 	testHook func(op string)
+
+	// inlined counts requests run inline (tests read it).
+	inlined atomic.Int64
+	// local says whether path-resolving reads may run inline (local.go).
+	local localState
 }
 
 // New opens and pins the roots. It fails if a root is not an existing
@@ -196,6 +201,7 @@ func New(cfg Config) (*FS, error) {
 		cwd = filepath.Clean(cwd)
 	}
 	f.cwd = splitAbs(cwd)
+	f.initLocal()
 	return f, nil
 }
 
@@ -222,6 +228,7 @@ func (f *FS) Close() error {
 	for _, r := range f.roots {
 		unix.Close(r.fd)
 	}
+	f.local.close()
 	return nil
 }
 
@@ -240,13 +247,27 @@ func (f *FS) DefaultCwd() string { return joinAbs(f.cwd) }
 // do runs one request under the 25 s deadline (or ctx, if sooner). A
 // request that does not finish in time returns filesystem_outcome_unknown
 // (mutationMayHaveApplied = mutation); its work may still complete in the
-// background, holding its locks until then.
+// background, holding its locks until then. Exception: an fs.open while
+// every root and every mount under one is a local filesystem runs on the
+// caller's goroutine without that deadline (local.go).
 func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, error)) (any, error) {
 	if f.closed.Load() {
 		return nil, protocol.FSError(protocol.DomainFilesystemBusy)
 	}
 	if ctx.Err() != nil {
 		return nil, protocol.FSOutcomeUnknown(false)
+	}
+	hook := f.testHook // read by the caller, so a test may swap it between requests
+	// A test hook stands for a slow filesystem: such requests always take
+	// the goroutine below.
+	if hook == nil && !mutation && inlineOps[op] && f.local.inline() {
+		f.inlined.Add(1)
+		f.life.RLock()
+		defer f.life.RUnlock()
+		if f.closed.Load() {
+			return nil, protocol.FSError(protocol.DomainFilesystemBusy)
+		}
+		return fn()
 	}
 	// The request's own deadline, when it comes first, is the one that
 	// counts: no timer of our own then (what WithTimeout would have done
@@ -261,7 +282,6 @@ func (f *FS) do(ctx context.Context, op string, mutation bool, fn func() (any, e
 		err error
 	}
 	ch := make(chan result, 1)
-	hook := f.testHook // read by the caller, so a test may swap it between requests
 	go func() {
 		f.life.RLock()
 		defer f.life.RUnlock()

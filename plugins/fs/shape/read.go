@@ -185,10 +185,11 @@ func typePrefix(mode uint32) string {
 // stat st: {path, type, size, mtimeMs, mode, mime, readable, writable}.
 func StatPayload(path string, st *contract.FSRawStat) []byte {
 	b := make([]byte, 0, 160+len(path))
+	path = fixUTF8(path)
 	b = append(b, `{"path":`...)
-	b = AppendString(b, fixUTF8(path))
+	b = AppendString(b, path)
 	b = append(b, ',')
-	b = appendStatFields(b, fixUTF8(path), st)
+	b = appendStatFields(b, path, st)
 	return append(b, '}')
 }
 
