@@ -57,8 +57,10 @@ type (
 	// Handle to suspend on, "exited" with Exit, "starting" while a
 	// spawn.start given this run id is in flight (ask again), or "unknown"
 	// when this worker has no such run (it was started by a worker before
-	// a restart, was never started, was released, or is older than the 64
-	// most recent ended runs).
+	// a restart, was never started, was released, or was forgotten: older
+	// than its principal's 64 most recent ended runs, or past the node's
+	// 1,024 ended runs or 64 MiB of their output, which forgets the
+	// oldest run of the principal holding the most).
 	SpawnWaitResult struct {
 		State  string     `json:"state" doc:"\"running\", \"exited\", \"starting\" or \"unknown\""`
 		Handle uint32     `json:"handle,omitempty" doc:"with \"running\": suspend on it"`
@@ -104,6 +106,6 @@ func spawnSpecs() []Spec {
 		spec(SpawnStart, "Primitive: starts argv in the admitted cwd with stdin from a blob, under the command policy, the context's limits and containment; returns a run id and a handle that completes when the run ends. No receipt is kept."),
 		spec(SpawnWait, "Primitive: how a run of this principal ended (exit status, signal, stop reason, times, output blobs), or a handle to suspend on while it runs."),
 		spec(SpawnSignal, "Primitive: stops a run of this principal: its group gets one SIGKILL, never a second."),
-		spec(SpawnRelease, "Primitive: forgets an ended run of this principal and its output (the host keeps at most the 64 most recent ended runs until released)."),
+		spec(SpawnRelease, "Primitive: forgets an ended run of this principal and its output (the host keeps at most the 64 most recent ended runs of each principal until released, and 1,024 runs or 64 MiB of output on the node)."),
 	}
 }

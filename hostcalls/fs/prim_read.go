@@ -52,9 +52,10 @@ type handle struct {
 
 // handles is an invocation's table of handles (hostcalls.Scoper value).
 type handles struct {
-	mu   sync.Mutex
-	m    map[uint32]*handle
-	next uint32
+	mu     sync.Mutex
+	m      map[uint32]*handle
+	next   uint32
+	closed bool // Close ran: the invocation ended, add refuses
 }
 
 // handlesKey keys the table of one FS core in the invocation's scope.
@@ -74,10 +75,20 @@ func tableOf(call hostcalls.Call, f *FS) (*handles, error) {
 	return t, nil
 }
 
-// add registers h, refusing past the budget.
+// errHandlesClosed refuses an fs.open that finished after its invocation
+// ended: nothing would ever close the descriptor (docs/FS.md, "Primitives:
+// handles").
+var errHandlesClosed = protocol.Errorf(protocol.CodeInternal, "the invocation has ended; its fs handles are closed")
+
+// add registers h, refusing past the budget and once the table is closed
+// (an fs.open that outlived its deadline and its invocation); on refusal
+// the caller closes h's descriptor, which gives back its descriptor budget.
 func (t *handles) add(h *handle) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return 0, errHandlesClosed
+	}
 	if len(t.m) >= contract.FSMaxHandles {
 		return 0, errHandleBudget
 	}
@@ -129,9 +140,11 @@ func (t *handles) drop(id uint32) error {
 }
 
 // Close closes every handle no call still uses; the others close when
-// their last call returns.
+// their last call returns. A later add refuses (docs/FS.md, "Primitives:
+// handles").
 func (t *handles) Close() error {
 	t.mu.Lock()
+	t.closed = true
 	var done []*handle
 	for id, h := range t.m {
 		delete(t.m, id)

@@ -28,13 +28,34 @@ import (
 // namespace; New stops their survivors and deletes them.
 const primPrefix = "p/"
 
-// primMaxEnded is how many ended runs (with their output, up to 1 MiB
-// each) stay known to spawn.wait until their module releases them
-// (spawn.release): past it the oldest is forgotten first and spawn.wait
-// answers "unknown" for it. A module that keeps outputs for later
-// requests (an output cache) holds fewer and releases the rest; the bound
-// is the host's memory budget whatever a module does.
-const primMaxEnded = 64
+// Ended runs (with their output, at most 1 MiB each: maxOutputBytes)
+// stay known to spawn.wait until their module releases them
+// (spawn.release), within three bounds (docs/PROCESS.md, "Spawn
+// primitives"):
+//
+//   - primMaxEnded per principal: past it that principal's own oldest
+//     ended run is forgotten first, so another principal finishing runs
+//     never makes yours "unknown";
+//   - primMaxEndedNode runs and primMaxEndedBytes bytes of output on the
+//     node, a backstop against many principals: past either, the oldest
+//     run of the principal holding the most ended runs (or output bytes)
+//     is forgotten first, so a principal loses a run to another only
+//     while it holds at least as many (or as many bytes) as any other.
+//
+// A module that keeps outputs for later requests (an output cache) holds
+// fewer and releases the rest; the bounds are the host's memory budget
+// whatever a module does.
+const (
+	primMaxEnded      = 64
+	primMaxEndedNode  = 1024
+	primMaxEndedBytes = 64 << 20
+)
+
+// endedLoad is what one principal's ended runs hold.
+type endedLoad struct {
+	runs  int
+	bytes int64
+}
 
 // primExit is how a primitive run ended (contract.SpawnExit without blobs).
 type primExit struct {
@@ -59,7 +80,7 @@ func activeKey(r *run) string {
 
 // finishPrim settles a primitive run: its containment record is deleted,
 // it leaves the active set, done closes, and spawn.wait can read it until
-// it is released or primMaxEnded newer runs have ended. Called from run.wait with the wait status decoded (exit is the
+// it is released or forgotten past the bounds (recordEnded). Called from run.wait with the wait status decoded (exit is the
 // exit status, or minus the signal number).
 func (r *run) finishPrim(exit *int, reason string, sig sigState, stdout, stderr []byte, truncated bool, nowMs int64) {
 	e := primExit{startedMs: r.admitted, endedMs: nowMs, stdout: stdout, stderr: stderr, truncated: truncated,
@@ -84,13 +105,71 @@ func (r *run) finishPrim(exit *int, reason string, sig sigState, stdout, stderr 
 	s.mu.Lock()
 	delete(s.active, activeKey(r))
 	s.changed.Broadcast()
-	s.ended = append(s.ended, r)
-	for len(s.ended) > primMaxEnded {
-		s.forgetRun(s.ended[0])
-		s.ended = s.ended[1:]
-	}
+	s.recordEnded(r)
 	s.mu.Unlock()
 	close(r.done)
+}
+
+// outputBytes is the output ended run r holds.
+func (r *run) outputBytes() int64 { return int64(len(r.exit.stdout) + len(r.exit.stderr)) }
+
+// recordEnded adds ended run r to the runs spawn.wait knows, then forgets
+// runs past the bounds (primMaxEnded; s.mu held).
+func (s *Spawner) recordEnded(r *run) {
+	s.ended = append(s.ended, r)
+	l := s.endedBy[r.principal]
+	l.runs++
+	l.bytes += r.outputBytes()
+	s.endedBy[r.principal] = l
+	s.endedBytes += r.outputBytes()
+	for s.endedBy[r.principal].runs > primMaxEnded {
+		s.dropEnded(s.oldestEndedOf(r.principal))
+	}
+	for len(s.ended) > primMaxEndedNode {
+		s.dropEnded(s.oldestEndedOf(s.heaviest(func(l endedLoad) int64 { return int64(l.runs) })))
+	}
+	for s.endedBytes > primMaxEndedBytes {
+		s.dropEnded(s.oldestEndedOf(s.heaviest(func(l endedLoad) int64 { return l.bytes })))
+	}
+}
+
+// heaviest is the principal with the most ended runs by weight (ties: the
+// one with the oldest ended run; s.mu held).
+func (s *Spawner) heaviest(weight func(endedLoad) int64) string {
+	best, bestW := "", int64(-1)
+	for _, r := range s.ended {
+		if w := weight(s.endedBy[r.principal]); w > bestW {
+			best, bestW = r.principal, w
+		}
+	}
+	return best
+}
+
+// oldestEndedOf is the index in s.ended of principal's oldest ended run
+// (s.mu held; principal holds one).
+func (s *Spawner) oldestEndedOf(principal string) int {
+	for i, r := range s.ended {
+		if r.principal == principal {
+			return i
+		}
+	}
+	panic("spawn: no ended run of the principal")
+}
+
+// dropEnded forgets s.ended[i] and its output (s.mu held).
+func (s *Spawner) dropEnded(i int) {
+	r := s.ended[i]
+	s.forgetRun(r)
+	s.ended = append(s.ended[:i:i], s.ended[i+1:]...)
+	l := s.endedBy[r.principal]
+	l.runs--
+	l.bytes -= r.outputBytes()
+	if l.runs == 0 {
+		delete(s.endedBy, r.principal)
+	} else {
+		s.endedBy[r.principal] = l
+	}
+	s.endedBytes -= r.outputBytes()
 }
 
 // forgetRun drops ended run r from the runs spawn.wait knows (s.mu held).
@@ -120,13 +199,13 @@ func (s *Spawner) ReleaseRun(id, principal string) (bool, error) {
 	if s.runs[id] != r {
 		return false, nil
 	}
-	s.forgetRun(r)
 	for i, e := range s.ended {
 		if e == r {
-			s.ended = append(s.ended[:i:i], s.ended[i+1:]...)
-			break
+			s.dropEnded(i)
+			return true, nil
 		}
 	}
+	s.forgetRun(r)
 	return true, nil
 }
 

@@ -107,9 +107,13 @@ type Spawner struct {
 	mu      sync.Mutex
 	closed  bool
 	active  map[string]*run // by activeKey
-	runs    map[string]*run // primitive runs (spawn.start), active, and ended until released (at most primMaxEnded), by run id
+	runs    map[string]*run // primitive runs (spawn.start), active, and ended until released or forgotten (recordEnded), by run id
 	claimed map[string]bool // run ids a spawn.start in flight was asked to use
-	ended   []*run          // ended primitive runs, oldest first, at most primMaxEnded kept in runs
+	ended   []*run          // ended primitive runs kept in runs, oldest first, within the bounds of primMaxEnded
+	// endedBy is what each principal's ended runs hold, endedBytes the
+	// output of all of them.
+	endedBy    map[string]endedLoad
+	endedBytes int64
 	// admitting counts admissions that passed the active-run check and
 	// have not yet joined active or given up; changed is signalled (on mu)
 	// whenever admitting or active shrinks or closed is set.
@@ -171,6 +175,7 @@ func New(cfg Config) (*Spawner, error) {
 		active:   map[string]*run{},
 		runs:     map[string]*run{},
 		claimed:  map[string]bool{},
+		endedBy:  map[string]endedLoad{},
 		killFn:   (*run).killMembers,
 	}
 	s.changed = sync.NewCond(&s.mu)

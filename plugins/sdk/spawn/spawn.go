@@ -41,7 +41,9 @@ func Signal(run string) (contract.SpawnSignalResult, error) {
 
 // Release forgets ended run and its output (spawn.release); Released is
 // false when this worker has no such ended run. The host keeps at most the
-// 64 most recent ended runs until they are released.
+// 64 most recent ended runs of each principal until they are released
+// (and 1,024 runs or 64 MiB of output on the node; docs/PROCESS.md, "Spawn
+// primitives").
 func Release(run string) (contract.SpawnReleaseResult, error) {
 	return sdk.Invoke(spawnRelease, contract.SpawnRelease, contract.SpawnRunRef{Run: run})
 }
