@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lemon/hostcalls/contract"
+	"lemon/plugins/fs/shape"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/fs"
 	"lemon/plugins/sdk/store"
@@ -218,7 +219,7 @@ func deletePreview(req *sdk.Request) (*sdk.Result, error) {
 	return &sdk.Result{Payload: protocol.FSDeletePreviewResult{
 		Path: w.Path,
 		Stat: protocol.FSStat{Path: w.Path, Type: w.Type, Size: w.Size, MtimeMs: msOf(w.MtimeNs), Mode: w.Mode,
-			Mime: protocol.MIMEFromName(w.Path), Readable: w.Readable, Writable: w.Writable},
+			Mime: shape.MIME(w.Path), Readable: w.Readable, Writable: w.Writable},
 		ChildCount:        w.Children,
 		ChildrenDigest:    w.ChildrenDigest,
 		CandidateCount:    w.Entries,
