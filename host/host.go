@@ -472,6 +472,10 @@ func Inspect(ctx context.Context, wasm []byte) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, rejected("instantiate: %v", err)
 	}
+	if err := initialize(ctx, mod); err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return Manifest{}, rejected("instantiate: %v", err)
+	}
 	inst := &instance{mod: mod, stop: stopFlag(mod)}
 	return describe(ctx, inst)
 }
@@ -625,7 +629,9 @@ func (h *Host) Module(family string) (*Module, bool) {
 func moduleConfig() wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions("_initialize").
+		// No start functions: initialize runs the start section's function
+		// and _initialize with the stop flag armed (docs/ABI.md, "Instances").
+		WithStartFunctions().
 		WithSysWalltime().
 		WithSysNanotime().
 		WithSysNanosleep().

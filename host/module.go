@@ -105,6 +105,10 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := initialize(ctx, mod); err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	inst := &instance{mod: mod, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke"), stop: stopFlag(mod)}
 	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
 		mod.Close(ctx)

@@ -2,8 +2,11 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"lemon/host/terminate"
 )
@@ -28,4 +31,48 @@ func (inst *instance) arm(ctx context.Context) func() {
 			inst.mod.Close(context.WithoutCancel(ctx))
 		}
 	}
+}
+
+// startTimeout bounds a module's start function and _initialize when the
+// caller's context has no earlier deadline (docs/RATIONALE.md, "Deadlines").
+const startTimeout = 30 * time.Second
+
+// initialize runs what instantiation used to run, with the stop flag armed
+// (docs/ABI.md, "Instances"): the module's start function, which
+// terminate.Instrument exports as terminate.StartExport instead of leaving
+// it to the runtime (it would run before the flag exists), then
+// _initialize if exported. Both run under ctx bounded by startTimeout. On
+// an error the caller closes mod; errors read as the runtime's did.
+func initialize(ctx context.Context, mod api.Module) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	stop := stopFlag(mod)
+	for _, name := range [...]string{terminate.StartExport, "_initialize"} {
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		release := terminate.Arm(ctx, stop)
+		_, err := fn.Call(ctx)
+		fired := release()
+		if se, ok := err.(*sys.ExitError); ok {
+			// As wazero's InstantiateModule: a start function that exits
+			// closes the module; exit code 0 is not an error.
+			mod.Close(context.WithoutCancel(ctx))
+			if se.ExitCode() == 0 {
+				return nil
+			}
+			return err
+		}
+		if err != nil {
+			if fired {
+				return fmt.Errorf("module[] function[%s] failed: %w", name, ctx.Err())
+			}
+			return fmt.Errorf("module[] function[%s] failed: %w", name, err)
+		}
+		if fired { // the flag is set: the instance would trap at its next check
+			return fmt.Errorf("module[] function[%s]: %w", name, ctx.Err())
+		}
+	}
+	return nil
 }

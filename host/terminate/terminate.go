@@ -4,12 +4,17 @@
 //
 // Instrument rewrites a module binary: it appends two mutable i32
 // globals, a stop flag exported as StopExport and a private fuel counter,
-// and inserts at the head of every `loop` body a decrement of the fuel;
-// every YieldEvery iterations the guest yields to the Go runtime (a
-// memory.grow 0, which wazero's compiler runs in Go) and traps
-// (unreachable) if the stop flag is set (loopCheck). The host sets the
-// flag when an invocation's context ends (Arm). A module with no loop
-// (only recursion) is bounded by the runtime's stack limit instead.
+// and inserts at the head of every `loop` body and at the entry of every
+// function body a decrement of the fuel; every YieldEvery decrements the
+// guest yields to the Go runtime (a memory.grow 0, which wazero's compiler
+// runs in Go) and traps (unreachable) if the stop flag is set (loopCheck).
+// The check at function entry covers recursion without any loop (a call
+// tree of 2^60 calls at depth 60 never reaches the stack limit). The host
+// sets the flag when an invocation's context ends (Arm).
+//
+// Instrument also removes the start section and exports its function as
+// StartExport, so that the host runs it after instantiation, armed, like
+// any other call (docs/ABI.md, "Instances").
 package terminate
 
 import (
@@ -23,10 +28,17 @@ import (
 // that already exports this name is refused.
 const StopExport = "lemon_stop"
 
+// StartExport is the export name Instrument gives the module's start
+// function, whose start section it removes: the runtime would run it
+// during instantiation, before the stop flag can be armed. The host calls
+// it after instantiation under a deadline. A module that already exports
+// this name is refused.
+const StartExport = "lemon_start"
+
 // Version identifies the rewrite Instrument applies; a cache of compiled
 // code keyed on the original bytes must include it. Bump it whenever the
 // inserted code changes.
-const Version = 1
+const Version = 2
 
 // Error is a module Instrument refuses: malformed (truncated section,
 // bad LEB), an opcode it does not know, or the reserved export taken.
@@ -44,8 +56,8 @@ func (e *Error) Error() string {
 }
 
 // ErrExportTaken is wrapped by the Error returned for a module that
-// already exports StopExport.
-var ErrExportTaken = errors.New("export name " + StopExport + " is reserved")
+// already exports StopExport or StartExport.
+var ErrExportTaken = errors.New("export names " + StopExport + " and " + StartExport + " are reserved")
 
 // Flag is the stop global of one instance (api.MutableGlobal satisfies it).
 type Flag interface{ Set(v uint64) }
@@ -81,6 +93,7 @@ const (
 	secMemory    = 5
 	secGlobal    = 6
 	secExport    = 7
+	secStart     = 8
 	secCode      = 10
 	maxSectionID = 13
 )
@@ -95,14 +108,16 @@ type section struct {
 	body []byte
 }
 
-// Instrument returns wasm with the stop global and the loop checks added
-// (see the package doc). Function, global, table and memory indices are
+// Instrument returns wasm with the stop global and the loop and function
+// entry checks added, and the start section turned into the StartExport
+// export (see the package doc). Function, global, table and memory indices are
 // unchanged; custom sections are kept as they are except ".debug_*" ones,
 // whose code offsets the rewrite makes stale, which are dropped. It refuses
 // (with an *Error) a malformed binary, an opcode not in the MVP, sign
 // extension, saturating conversion, bulk memory, reference types, multi
 // value, SIMD (with relaxed SIMD), threads, tail calls or exception
-// handling, and a module that already exports StopExport. The result is
+// handling, and a module that already exports StopExport or StartExport.
+// The result is
 // not validated further: the runtime's compile does that.
 func Instrument(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
@@ -147,6 +162,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 
 	var importedGlobals, definedGlobals uint32
 	hasMemory := false
+	var start *uint32 // the start function's index, if any
 	for _, s := range secs {
 		switch s.id {
 		case secType:
@@ -173,6 +189,16 @@ func Instrument(wasm []byte) ([]byte, error) {
 			if err := checkExports(s); err != nil {
 				return nil, err
 			}
+		case secStart:
+			sr := reader{b: s.body, base: s.off}
+			idx := sr.u32()
+			if sr.err == nil && sr.pos != len(sr.b) {
+				sr.fail(0, "start section has trailing bytes")
+			}
+			if sr.err != nil {
+				return nil, sr.err
+			}
+			start = &idx
 		}
 	}
 	stopIdx := importedGlobals + definedGlobals
@@ -206,7 +232,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 			haveGlobal = true
 		}
 		if !haveExport && beforeRank > rank[secExport] {
-			emit(secExport, appendExport(nil, 0, nil, stopIdx))
+			emit(secExport, appendExport(nil, 0, nil, stopIdx, start))
 			haveExport = true
 		}
 	}
@@ -239,8 +265,10 @@ func Instrument(wasm []byte) ([]byte, error) {
 		case secExport:
 			sr := reader{b: s.body, base: s.off}
 			n := sr.u32()
-			emit(s.id, appendExport(nil, n, s.body[sr.pos:], stopIdx))
+			emit(s.id, appendExport(nil, n, s.body[sr.pos:], stopIdx, start))
 			haveExport = true
+		case secStart:
+			// Dropped: exported as StartExport instead (appendExport).
 		case secCode:
 			body, err := instrumentCode(s, check, stopIdx)
 			if err != nil {
@@ -259,7 +287,8 @@ func Instrument(wasm []byte) ([]byte, error) {
 // yields to the Go runtime (see loopCheck).
 const YieldEvery = 4096
 
-// loopCheck is the code inserted at each loop header:
+// loopCheck is the code inserted at each loop header and at the entry of
+// each function body (after its locals):
 //
 //	global.get $fuel; i32.const -1; i32.add; global.set $fuel
 //	global.get $fuel; i32.eqz
@@ -313,15 +342,27 @@ func appendGlobal(dst []byte, n uint32, entries []byte) []byte {
 	return append(dst, 0x0B)
 }
 
-// appendExport writes an export section body: count+1, the existing
-// entries, then StopExport naming global stopIdx.
-func appendExport(dst []byte, n uint32, entries []byte, stopIdx uint32) []byte {
-	dst = appendU32(dst, n+1)
+// appendExport writes an export section body: the existing entries, then
+// StopExport naming global stopIdx and, if start is not nil, StartExport
+// naming function *start.
+func appendExport(dst []byte, n uint32, entries []byte, stopIdx uint32, start *uint32) []byte {
+	added := uint32(1)
+	if start != nil {
+		added++
+	}
+	dst = appendU32(dst, n+added)
 	dst = append(dst, entries...)
 	dst = appendU32(dst, uint32(len(StopExport)))
 	dst = append(dst, StopExport...)
 	dst = append(dst, 0x03)
-	return appendU32(dst, stopIdx)
+	dst = appendU32(dst, stopIdx)
+	if start != nil {
+		dst = appendU32(dst, uint32(len(StartExport)))
+		dst = append(dst, StartExport...)
+		dst = append(dst, 0x00)
+		dst = appendU32(dst, *start)
+	}
+	return dst
 }
 
 func customName(s section) (string, error) {
@@ -397,8 +438,8 @@ func checkExports(s section) error {
 		name := r.name()
 		r.byte()
 		r.u32()
-		if r.err == nil && name == StopExport {
-			return &Error{s.off + at, fmt.Sprintf("module already exports %q (reserved)", StopExport), ErrExportTaken}
+		if r.err == nil && (name == StopExport || name == StartExport) {
+			return &Error{s.off + at, fmt.Sprintf("module already exports %q (reserved)", name), ErrExportTaken}
 		}
 	}
 	if r.err == nil && r.pos != len(r.b) {
@@ -408,7 +449,7 @@ func checkExports(s section) error {
 }
 
 // instrumentCode rewrites the code section: each body gets the check after
-// every loop's block type, and a new size.
+// its locals and after every loop's block type, and a new size.
 func instrumentCode(s section, check []byte, globals uint32) ([]byte, error) {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
@@ -455,7 +496,11 @@ func instrumentBody(dst []byte, r *reader, check []byte) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	copied := 0
+	// The check at entry bounds recursion without loops (docs/RATIONALE.md,
+	// "Deadlines").
+	dst = append(dst, r.b[:r.pos]...)
+	dst = append(dst, check...)
+	copied := r.pos
 	for r.pos < len(r.b) && r.err == nil {
 		if r.instr() {
 			dst = append(dst, r.b[copied:r.pos]...)
