@@ -14,6 +14,11 @@ type reader struct {
 	// code may name no global at or past it, which is where the rewrite
 	// puts the stop flag and the fuel counter. Only set for code.
 	globals uint32
+	// calls, if not nil, collects the targets of call and return_call;
+	// indirect is set by call_indirect, return_call_indirect, call_ref
+	// and return_call_ref (scanCalls).
+	calls    *[]uint32
+	indirect bool
 }
 
 func (r *reader) fail(delta int, msg string) {
@@ -182,9 +187,15 @@ func (r *reader) instr() (isLoop bool) {
 	case op == 0x00, op == 0x01, op == 0x05, op == 0x0A, op == 0x0B, op == 0x0F,
 		op == 0x19, op == 0x1A, op == 0x1B:
 		// unreachable nop else throw_ref end return catch_all drop select
-	case op == 0x07, op == 0x08, op == 0x09, op == 0x0C, op == 0x0D, op == 0x10, op == 0x12,
-		op == 0x14, op == 0x15, op == 0x18:
-		// catch throw rethrow br br_if call return_call call_ref return_call_ref delegate
+	case op == 0x10, op == 0x12: // call, return_call
+		if f := r.u32(); r.err == nil && r.calls != nil {
+			*r.calls = append(*r.calls, f)
+		}
+	case op == 0x14, op == 0x15: // call_ref, return_call_ref
+		r.u32()
+		r.indirect = true
+	case op == 0x07, op == 0x08, op == 0x09, op == 0x0C, op == 0x0D, op == 0x18:
+		// catch throw rethrow br br_if delegate
 		r.u32()
 	case op == 0x0E: // br_table
 		n := r.u32()
@@ -194,6 +205,7 @@ func (r *reader) instr() (isLoop bool) {
 	case op == 0x11, op == 0x13: // call_indirect, return_call_indirect: type, table
 		r.u32()
 		r.u32()
+		r.indirect = true
 	case op == 0x1C: // select t*
 		n := r.u32()
 		for i := uint32(0); i < n && r.err == nil; i++ {

@@ -5,11 +5,14 @@
 // Instrument rewrites a module binary: it appends two mutable i32
 // globals, a stop flag exported as StopExport and a private fuel counter,
 // and inserts at the head of every `loop` body and at the entry of every
-// function body a decrement of the fuel; every YieldEvery decrements the
+// function body that may take part in a call cycle (entryChecks) a
+// decrement of the fuel; every YieldEvery decrements the
 // guest yields to the Go runtime (a memory.grow 0, which wazero's compiler
 // runs in Go) and traps (unreachable) if the stop flag is set (loopCheck).
 // The check at function entry covers recursion without any loop (a call
-// tree of 2^60 calls at depth 60 never reaches the stack limit). The host
+// tree of 2^60 calls at depth 60 never reaches the stack limit); a
+// function that can be in no call cycle runs a bounded number of steps
+// between two checks without it. The host
 // sets the flag when an invocation's context ends (Arm).
 //
 // Instrument also removes the start section and exports its function as
@@ -38,7 +41,7 @@ const StartExport = "lemon_start"
 // Version identifies the rewrite Instrument applies; a cache of compiled
 // code keyed on the original bytes must include it. Bump it whenever the
 // inserted code changes.
-const Version = 2
+const Version = 3
 
 // Error is a module Instrument refuses: malformed (truncated section,
 // bad LEB), an opcode it does not know, or the reserved export taken.
@@ -160,7 +163,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 		r.pos += int(n)
 	}
 
-	var importedGlobals, definedGlobals uint32
+	var importedGlobals, definedGlobals, importedFuncs uint32
 	hasMemory := false
 	var start *uint32 // the start function's index, if any
 	for _, s := range secs {
@@ -170,11 +173,12 @@ func Instrument(wasm []byte) ([]byte, error) {
 				return nil, err
 			}
 		case secImport:
-			n, mems, err := countImports(s)
+			n, mems, funcs, err := countImports(s)
 			if err != nil {
 				return nil, err
 			}
 			importedGlobals = n
+			importedFuncs = funcs
 			hasMemory = hasMemory || mems > 0
 		case secMemory:
 			sr := reader{b: s.body, base: s.off}
@@ -270,7 +274,11 @@ func Instrument(wasm []byte) ([]byte, error) {
 		case secStart:
 			// Dropped: exported as StartExport instead (appendExport).
 		case secCode:
-			body, err := instrumentCode(s, check, stopIdx)
+			entry, err := entryChecks(s, stopIdx, importedFuncs)
+			if err != nil {
+				return nil, err
+			}
+			body, err := instrumentCode(s, check, stopIdx, entry)
 			if err != nil {
 				return nil, err
 			}
@@ -288,7 +296,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 const YieldEvery = 4096
 
 // loopCheck is the code inserted at each loop header and at the entry of
-// each function body (after its locals):
+// each function body entryChecks marks (after its locals):
 //
 //	global.get $fuel; i32.const -1; i32.add; global.set $fuel
 //	global.get $fuel; i32.eqz
@@ -371,8 +379,9 @@ func customName(s section) (string, error) {
 	return name, r.err
 }
 
-// countImports returns the numbers of imported globals and memories.
-func countImports(s section) (globals, memories uint32, err error) {
+// countImports returns the numbers of imported globals, memories and
+// functions.
+func countImports(s section) (globals, memories, funcs uint32, err error) {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
 	for i := uint32(0); i < n && r.err == nil; i++ {
@@ -382,6 +391,7 @@ func countImports(s section) (globals, memories uint32, err error) {
 		switch kind {
 		case 0x00: // func: type index
 			r.u32()
+			funcs++
 		case 0x01: // table: reftype, limits
 			r.valType()
 			r.limits()
@@ -402,7 +412,7 @@ func countImports(s section) (globals, memories uint32, err error) {
 	if r.err == nil && r.pos != len(r.b) {
 		r.fail(0, "import section has trailing bytes")
 	}
-	return globals, memories, r.err
+	return globals, memories, funcs, r.err
 }
 
 // checkTypes reads the type section so that no parameter or result count
@@ -450,7 +460,7 @@ func checkExports(s section) error {
 
 // instrumentCode rewrites the code section: each body gets the check after
 // its locals and after every loop's block type, and a new size.
-func instrumentCode(s section, check []byte, globals uint32) ([]byte, error) {
+func instrumentCode(s section, check []byte, globals uint32, entry []bool) ([]byte, error) {
 	r := reader{b: s.body, base: s.off}
 	n := r.u32()
 	if r.err != nil {
@@ -470,7 +480,7 @@ func instrumentCode(s section, check []byte, globals uint32) ([]byte, error) {
 		body := reader{b: r.b[r.pos : r.pos+int(size)], base: s.off + r.pos, globals: globals}
 		r.pos += int(size)
 		var err error
-		fn, err = instrumentBody(fn[:0], &body, check)
+		fn, err = instrumentBody(fn[:0], &body, check, entry[i])
 		if err != nil {
 			return nil, err
 		}
@@ -483,7 +493,7 @@ func instrumentCode(s section, check []byte, globals uint32) ([]byte, error) {
 	return out, nil
 }
 
-func instrumentBody(dst []byte, r *reader, check []byte) ([]byte, error) {
+func instrumentBody(dst []byte, r *reader, check []byte, entry bool) ([]byte, error) {
 	groups := r.u32()
 	var locals uint64
 	for i := uint32(0); i < groups && r.err == nil; i++ {
@@ -499,7 +509,9 @@ func instrumentBody(dst []byte, r *reader, check []byte) ([]byte, error) {
 	// The check at entry bounds recursion without loops (docs/RATIONALE.md,
 	// "Deadlines").
 	dst = append(dst, r.b[:r.pos]...)
-	dst = append(dst, check...)
+	if entry {
+		dst = append(dst, check...)
+	}
 	copied := r.pos
 	for r.pos < len(r.b) && r.err == nil {
 		if r.instr() {
@@ -515,4 +527,137 @@ func instrumentBody(dst []byte, r *reader, check []byte) ([]byte, error) {
 		return nil, &Error{r.base + len(r.b), "function body does not end with end", nil}
 	}
 	return append(dst, r.b[copied:]...), nil
+}
+
+// entryChecks reports, for each function body of the code section s,
+// whether it gets the check at entry: whether it may take part in a call
+// cycle. Without a loop, an execution runs unboundedly only by calling
+// unboundedly often, hence (the module being finite) around some cycle of
+// calls. Over the direct call graph (call and return_call between defined
+// functions; imported functions are host code), a function is marked if
+// it is in a strongly connected component of more than one function or
+// calls itself; and every function containing an indirect call
+// (call_indirect, return_call_indirect, call_ref, return_call_ref) is
+// marked, since a cycle through an indirect edge passes through its
+// caller. Every cycle then contains a marked function, so every unbounded
+// execution passes a check at least once per turn around it. Exceptions
+// transfer control only outwards and make no cycle of their own.
+func entryChecks(s section, globals, importedFuncs uint32) ([]bool, error) {
+	r := reader{b: s.body, base: s.off}
+	n := r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if int64(n) > int64(len(r.b)) {
+		return nil, &Error{s.off, "code section claims more bodies than its bytes hold", nil}
+	}
+	mark := make([]bool, n)
+	edges := make([][]uint32, n) // callee indices among defined functions
+	var calls []uint32
+	for i := uint32(0); i < n; i++ {
+		size := r.u32()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if size > uint32(len(r.b)-r.pos) {
+			return nil, &Error{s.off + r.pos, fmt.Sprintf("function body %d is truncated: size %d, %d bytes left", i, size, len(r.b)-r.pos), nil}
+		}
+		calls = calls[:0]
+		body := reader{b: r.b[r.pos : r.pos+int(size)], base: s.off + r.pos, globals: globals, calls: &calls}
+		r.pos += int(size)
+		groups := body.u32()
+		for g := uint32(0); g < groups && body.err == nil; g++ {
+			body.u32()
+			body.valType()
+		}
+		for body.pos < len(body.b) && body.err == nil {
+			body.instr()
+		}
+		if body.err != nil {
+			return nil, body.err
+		}
+		mark[i] = body.indirect
+		for _, f := range calls {
+			// An index past the defined functions is invalid and refused
+			// by the runtime's validation.
+			if f >= importedFuncs && f-importedFuncs < n {
+				edges[i] = append(edges[i], f-importedFuncs)
+			}
+		}
+	}
+	markCycles(edges, mark)
+	return mark, nil
+}
+
+// markCycles sets mark[v] for every v in a strongly connected component
+// of more than one vertex or with a self-edge (Tarjan's algorithm, with
+// an explicit stack: a module's call chains may be deep).
+func markCycles(edges [][]uint32, mark []bool) {
+	const unvisited = -1
+	n := len(edges)
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = unvisited
+	}
+	var stack []uint32
+	type frame struct {
+		v    uint32
+		next int // next edge of v to follow
+	}
+	var work []frame
+	counter := 0
+	for root := 0; root < n; root++ {
+		if index[root] != unvisited {
+			continue
+		}
+		work = append(work[:0], frame{v: uint32(root)})
+		index[root], low[root] = counter, counter
+		counter++
+		stack = append(stack, uint32(root))
+		onStack[root] = true
+		for len(work) > 0 {
+			top := &work[len(work)-1]
+			v := top.v
+			if top.next < len(edges[v]) {
+				w := edges[v][top.next]
+				top.next++
+				if w == v {
+					mark[v] = true
+				}
+				if index[w] == unvisited {
+					index[w], low[w] = counter, counter
+					counter++
+					stack = append(stack, w)
+					onStack[w] = true
+					work = append(work, frame{v: w})
+				} else if onStack[w] && index[w] < low[v] {
+					low[v] = index[w]
+				}
+				continue
+			}
+			work = work[:len(work)-1]
+			if len(work) > 0 {
+				if p := work[len(work)-1].v; low[v] < low[p] {
+					low[p] = low[v]
+				}
+			}
+			if low[v] == index[v] {
+				j := len(stack) - 1
+				for stack[j] != v {
+					j--
+				}
+				if len(stack)-j > 1 {
+					for _, w := range stack[j:] {
+						mark[w] = true
+					}
+				}
+				for _, w := range stack[j:] {
+					onStack[w] = false
+				}
+				stack = stack[:j]
+			}
+		}
+	}
 }
