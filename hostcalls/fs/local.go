@@ -42,6 +42,9 @@ var localTypes = map[string]bool{
 // requests on handles keep the goroutine).
 var inlineOps = map[string]bool{"open": true}
 
+// poll is unix.Poll; tests replace it to inject failures.
+var poll = unix.Poll
+
 // maxMountinfo bounds the mount table read (bytes); a longer one keeps
 // every request on its goroutine.
 const maxMountinfo = 4 << 20
@@ -54,6 +57,7 @@ type localState struct {
 	watch    int      // /proc/self/mountinfo's descriptor, polled for POLLPRI
 	rootsOK  bool     // every root's own filesystem is local (fstatfs)
 	ok       bool     // rootsOK and no non-local mount lies under a root
+	stale    bool     // a poll failed: re-read the table before trusting ok
 	roots    []string // canonical root paths
 }
 
@@ -99,12 +103,18 @@ func (ls *localState) inline() bool {
 		return false
 	}
 	pfd := []unix.PollFd{{Fd: int32(ls.watch), Events: unix.POLLPRI}}
-	n, err := unix.Poll(pfd, 0)
+	n, err := poll(pfd, 0)
+	for err == unix.EINTR { // the runtime's preemption signal
+		n, err = poll(pfd, 0)
+	}
 	if err != nil {
-		ls.ok = false
+		// A change may have gone unseen: re-read the table on the next
+		// request, which decides afresh.
+		ls.ok, ls.stale = false, true
 		return false
 	}
-	if n > 0 && pfd[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 {
+	if ls.stale || n > 0 && pfd[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 {
+		ls.stale = false
 		ls.refresh()
 	}
 	return ls.ok

@@ -157,3 +157,37 @@ func TestReadBoundedLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestInlinePollFailures: an interrupted mount-table poll (EINTR, which
+// the runtime's preemption signal causes now and then) is retried and
+// does not turn inline requests off; any other poll failure answers false
+// once, and the next check re-reads the table and decides afresh.
+func TestInlinePollFailures(t *testing.T) {
+	e := newEnv(t, []node{{path: "root/a", file: "1"}}, "root")
+	if !e.f.local.inline() {
+		t.Skip("temp dir is not on a local filesystem")
+	}
+	real := poll
+	defer func() { poll = real }()
+	fail := []error{unix.EINTR, unix.EINTR}
+	poll = func(fds []unix.PollFd, timeout int) (int, error) {
+		if len(fail) > 0 {
+			err := fail[0]
+			fail = fail[1:]
+			return -1, err
+		}
+		return real(fds, timeout)
+	}
+	if !e.f.local.inline() {
+		t.Fatal("an interrupted poll turned inline requests off")
+	}
+	fail = []error{unix.EIO}
+	if e.f.local.inline() {
+		t.Fatal("a failed poll answered inline")
+	}
+	for i := 0; i < 3; i++ {
+		if !e.f.local.inline() {
+			t.Fatalf("check %d after a failed poll: still off", i)
+		}
+	}
+}
