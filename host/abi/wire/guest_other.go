@@ -7,3 +7,5 @@ package wire
 const aliasStrings = false
 
 func newDecoder(in []byte) *decoder { return &decoder{in: in} }
+
+func newBinReader(in []byte) *binReader { return &binReader{in: in} }

@@ -14,3 +14,10 @@ func newDecoder(in []byte) *decoder {
 	guestDecoder = decoder{in: in}
 	return &guestDecoder
 }
+
+var guestBinReader binReader
+
+func newBinReader(in []byte) *binReader {
+	guestBinReader = binReader{in: in}
+	return &guestBinReader
+}

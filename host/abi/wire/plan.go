@@ -54,6 +54,8 @@ type plan struct {
 	// directIface: an interface holding this type holds the value itself
 	// in its data word (pointer-shaped types), not a pointer to it.
 	directIface bool
+	// bin is the binary layout of host-call results (binary.go).
+	bin binaryPlan
 }
 
 // isDirectIface is the compiler's rule (types.IsDirectIface): pointers,
@@ -227,6 +229,7 @@ func build(t reflect.Type) *plan {
 	p := &plan{t: t, encOK: true, decOK: true, directIface: isDirectIface(t)}
 	building[t] = p
 	p.fill()
+	p.binPlan()
 	return p
 }
 
