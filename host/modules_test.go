@@ -283,9 +283,9 @@ func TestKVFamilyOnTheStore(t *testing.T) {
 	})
 }
 
-// A module built for ABI 1 (JSON envelopes) is refused at load with a
-// reason that names its version and says to rebuild it (docs/ABI.md,
-// "Versions"); nothing of it runs.
+// A module built for ABI 1 (JSON envelopes) or 2 (JSON host-call
+// results) is refused at load with a reason that names its version and
+// says to rebuild it (docs/ABI.md, "Versions"); nothing of it runs.
 func TestLoadRefusesABI1Module(t *testing.T) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{CacheDir: hosttest.CacheDir(t), Ceiling: hostcalls.AllCapabilities})
@@ -293,16 +293,18 @@ func TestLoadRefusesABI1Module(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(ctx)
-	wasm := hosttest.Build(t, "host/testdata/abi1mod")
-	_, err = h.Load(ctx, hosttest.Pin("old", wasm), wasm)
-	if !errors.Is(err, host.ErrModuleRejected) {
-		t.Fatalf("Load = %v, want a refusal", err)
-	}
-	want := host.ReasonABIMismatch + ": module built for ABI 1; rebuild with the current SDK (this node runs ABI 2)"
-	if got := host.ReasonOf(err); got != want {
-		t.Fatalf("reason = %q, want %q", got, want)
-	}
-	if _, ok := h.Methods()["old.ping"]; ok {
-		t.Fatal("a refused module's method is served")
+	for _, v := range []string{"1", "2"} {
+		wasm := hosttest.Build(t, "host/testdata/abi"+v+"mod")
+		_, err = h.Load(ctx, hosttest.Pin("old", wasm), wasm)
+		if !errors.Is(err, host.ErrModuleRejected) {
+			t.Fatalf("ABI %s: Load = %v, want a refusal", v, err)
+		}
+		want := host.ReasonABIMismatch + ": module built for ABI " + v + "; rebuild with the current SDK (this node runs ABI 3)"
+		if got := host.ReasonOf(err); got != want {
+			t.Fatalf("reason = %q, want %q", got, want)
+		}
+		if _, ok := h.Methods()["old.ping"]; ok {
+			t.Fatal("a refused module's method is served")
+		}
 	}
 }

@@ -2,11 +2,11 @@ package hostcalls_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
 
+	"lemon/host/abi/wire"
 	"lemon/hostcalls"
 	"lemon/hostcalls/contract"
 	"lemon/protocol"
@@ -14,7 +14,8 @@ import (
 
 // TestDefineDecodesAndEncodesTheContractTypes: a Define'd entry decodes
 // args strictly into the contract's args type, hands fn the decoded
-// value, encodes fn's result as JSON, and passes fn's error through.
+// value, encodes fn's result in the binary layout (ResultJSON gives its
+// JSON back), and passes fn's error through.
 func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 	var got contract.StoreListArgs
 	hc := hostcalls.Define(contract.StoreList, hostcalls.CapRead, hostcalls.AuditRead,
@@ -31,8 +32,16 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 		t.Fatalf("entry %+v", hc)
 	}
 	out, err := hc.Func(context.Background(), nil, []byte(`{"prefix":"p","after":"x","limit":7}`))
-	if err != nil || string(out) != `{"keys":["a","b"],"more":true}` || got != (contract.StoreListArgs{Prefix: "p", After: "x", Limit: 7}) {
-		t.Fatalf("call = %s, %v; args %+v", out, err, got)
+	var res contract.StoreListResult
+	if err != nil || wire.UnmarshalBinary(out, &res) != nil || !reflect.DeepEqual(res, contract.StoreListResult{Keys: []string{"a", "b"}, More: true}) ||
+		got != (contract.StoreListArgs{Prefix: "p", After: "x", Limit: 7}) {
+		t.Fatalf("call = %x, %v; args %+v", out, err, got)
+	}
+	if js, err := hc.ResultJSON(out); err != nil || string(js) != `{"keys":["a","b"],"more":true}` {
+		t.Fatalf("ResultJSON = %s, %v", js, err)
+	}
+	if _, err := hc.ResultJSON(out[:len(out)-1]); err == nil {
+		t.Fatal("ResultJSON of a truncated result succeeded")
 	}
 	for args, field := range map[string]string{`{"prefix":"p","extra":1}`: "extra", `{"limit":"7"}`: "limit"} {
 		_, err := hc.Func(context.Background(), nil, []byte(args))
@@ -45,19 +54,35 @@ func TestDefineDecodesAndEncodesTheContractTypes(t *testing.T) {
 		t.Fatalf("fn error = %v", err)
 	}
 	// Empty args: the guest sends {}; null and nothing decode the same.
-	none := hostcalls.Define(contract.ConfigGetCall, hostcalls.CapNone, hostcalls.AuditRead,
-		func(context.Context, hostcalls.Call, contract.Empty) (contract.Settings, error) {
-			return contract.Settings{Settings: map[string]any{"n": 7}}, nil
+	none := hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapNone, hostcalls.AuditRead,
+		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoFigures, error) {
+			return contract.SysinfoFigures{CPUCount: 7}, nil
 		})
 	for _, args := range []string{`{}`, ``, `null`} {
 		out, err := none.Func(context.Background(), nil, []byte(args))
-		var r contract.Settings
-		if err != nil || json.Unmarshal(out, &r) != nil || r.Settings["n"] != 7.0 {
-			t.Fatalf("args %q: %s, %v", args, out, err)
+		var r contract.SysinfoFigures
+		if err != nil || wire.UnmarshalBinary(out, &r) != nil || r.CPUCount != 7 {
+			t.Fatalf("args %q: %x, %v", args, out, err)
 		}
 	}
 	if _, err := none.Func(context.Background(), nil, []byte(`{"x":1}`)); err == nil {
 		t.Fatal("unknown field accepted for a call without args")
+	}
+	// A result type without a binary layout (any) is refused when the
+	// table is built; such a call uses DefineRaw (config.get does).
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Define accepted a result holding any")
+			}
+		}()
+		hostcalls.Define(contract.ConfigGetCall, hostcalls.CapNone, hostcalls.AuditRead,
+			func(context.Context, hostcalls.Call, contract.Empty) (contract.Settings, error) {
+				return contract.Settings{}, nil
+			})
+	}()
+	if raw := hostcalls.DefineRaw(contract.ConfigGetCall.Spec(), hostcalls.CapNone, hostcalls.AuditRead, nil); raw.ResultJSON != nil {
+		t.Fatal("DefineRaw entry has a ResultJSON")
 	}
 }
 
@@ -72,8 +97,8 @@ func TestJSONFields(t *testing.T) {
 }
 
 // BenchmarkDefine measures what a Define'd entry adds around its handler:
-// the strict decode into the contract args type and the JSON encode of
-// the result (go test -run '^$' -bench Define ./hostcalls).
+// the strict decode into the contract args type and the binary encode
+// of the result (go test -run '^$' -bench Define ./hostcalls).
 func BenchmarkDefine(b *testing.B) {
 	empty := hostcalls.Define(contract.SysinfoSnapshotCall, hostcalls.CapHostInfo, hostcalls.AuditMeta,
 		func(context.Context, hostcalls.Call, contract.Empty) (contract.SysinfoFigures, error) {

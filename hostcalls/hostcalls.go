@@ -132,7 +132,9 @@ const (
 func (h *HostCall) Effect() bool { return h.Audit == AuditMutation }
 
 // Func implements a host call. args is the JSON the guest passed; the
-// returned bytes are JSON handed back to the guest. A returned error should
+// returned bytes are handed back to the guest: the binary layout of the
+// contract's result type for a Define'd call (docs/ABI.md, "Host-call
+// results"), the call's own format for a DefineRaw one. A returned error should
 // be a *protocol.Error with a safe message; any other error reaches the
 // guest as INTERNAL_ERROR with a generic message.
 type Func func(ctx context.Context, call Call, args []byte) ([]byte, error)
@@ -163,6 +165,35 @@ type HostCall struct {
 	// Errors are the errors Func itself can return, beyond the gate's
 	// (docs/HOSTCALLS.md lists both).
 	Errors []ErrorSpec
+	// ResultJSON turns a successful result of Func into JSON (json.Marshal
+	// of the contract's result type) for host-side tools and tests: a
+	// Define'd call answers in the binary layout of docs/ABI.md,
+	// "Host-call results". Its error is the binary decoder's
+	// (wire.ErrMalformed). nil for a DefineRaw entry, whose Func answers
+	// in its own raw format.
+	ResultJSON func(result []byte) ([]byte, error)
+}
+
+// JSONFunc returns h's Func with a successful result turned into JSON by
+// ResultJSON (unchanged for a DefineRaw entry), for host-side tools and
+// tests that read results as JSON. A result ResultJSON cannot decode is
+// an INTERNAL_ERROR.
+func (h HostCall) JSONFunc() Func {
+	if h.ResultJSON == nil {
+		return h.Func
+	}
+	fn, toJSON := h.Func, h.ResultJSON
+	return func(ctx context.Context, call Call, args []byte) ([]byte, error) {
+		out, err := fn(ctx, call, args)
+		if err != nil {
+			return nil, err
+		}
+		js, err := toJSON(out)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "malformed binary result")
+		}
+		return js, nil
+	}
 }
 
 // ReadsSecretBlobs returns h with SecretBlobs set: the call may read the
@@ -217,12 +248,20 @@ var ErrInvalidArgs = ErrorSpec{Code: protocol.CodeInvalidParams,
 // Define builds a table entry from the contract description c: the
 // entry's Func decodes args strictly into A (protocol.DecodeParams's
 // result and errors, an INVALID_PARAMS error naming the field, through
-// the ABI codec lemon/host/abi/wire), calls fn, and encodes its R as the
-// JSON result (json.Marshal's bytes, through the same codec). An error from fn is returned as is (the gate turns a
-// non-*protocol.Error into INTERNAL_ERROR). errs are the errors fn can
-// return; ErrInvalidArgs is added first.
+// the ABI codec lemon/host/abi/wire), calls fn, and encodes its R in the
+// binary layout of host-call results (wire.AppendBinary; docs/ABI.md,
+// "Host-call results"); ResultJSON turns such a result back into
+// json.Marshal's JSON of R. An error from fn is returned as is (the gate
+// turns a non-*protocol.Error into INTERNAL_ERROR) and travels as the JSON
+// protocol error object. errs are the errors fn can return;
+// ErrInvalidArgs is added first. Define panics when R has no binary
+// layout (wire.CheckBinary: an interface, any, a custom marshaler): a
+// table is static, and such a call must use DefineRaw.
 func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass,
 	fn func(ctx context.Context, call Call, args A) (R, error), errs ...ErrorSpec) HostCall {
+	if err := wire.CheckBinary(reflect.TypeFor[R]()); err != nil {
+		panic(fmt.Sprintf("hostcalls.Define(%s): result has no binary layout: %v", c.Name(), err))
+	}
 	return HostCall{
 		Name: c.Name(), Params: JSONFields(reflect.TypeFor[A]()), Capability: capability, Audit: audit,
 		Spec: c.Spec(), Errors: append([]ErrorSpec{ErrInvalidArgs}, errs...),
@@ -240,12 +279,19 @@ func Define[A, R any](c contract.Call[A, R], capability string, audit AuditClass
 				return nil, err
 			}
 			// One buffer the size of most results (fs.open's is about
-			// 200 bytes) instead of growing from nothing.
-			b, err := wire.Append(make([]byte, 0, 256), r)
+			// 150 bytes) instead of growing from nothing.
+			b, err := wire.AppendBinary(make([]byte, 0, 256), r)
 			if err != nil {
 				return nil, protocol.Errorf(protocol.CodeInternal, "internal error")
 			}
 			return b, nil
+		},
+		ResultJSON: func(b []byte) ([]byte, error) {
+			var r R
+			if err := wire.UnmarshalBinary(b, &r); err != nil {
+				return nil, err
+			}
+			return wire.Marshal(r)
 		},
 	}
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // Version is the ABI version this package describes. Version 2 replaced
-// version 1's JSON envelopes with binary ones (docs/ABI.md); the host
-// refuses a module built for another version at load.
-const Version = 2
+// version 1's JSON envelopes with binary ones; version 3 made the results
+// of hostcalls.Define'd host calls binary too (docs/ABI.md, "Host-call
+// results"). The host refuses a module built for another version at load.
+const Version = 3
 
 // Manifest is what lemon_describe returns.
 type Manifest struct {

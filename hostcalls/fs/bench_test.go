@@ -26,7 +26,7 @@ func benchEnv(b *testing.B) (*env, []byte) {
 func hostCall(e *env, name string) hostcalls.Func {
 	for _, hc := range e.f.Table() {
 		if hc.Name == name {
-			return hc.Func
+			return hc.JSONFunc()
 		}
 	}
 	panic(name)

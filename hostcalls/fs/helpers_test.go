@@ -211,7 +211,7 @@ func (e *env) call(name string, args any, call *fakeCall) (json.RawMessage, *pro
 	}
 	for _, hc := range e.f.Table() {
 		if hc.Name == name {
-			out, err := hc.Func(context.Background(), call, b)
+			out, err := hc.JSONFunc()(context.Background(), call, b)
 			if err != nil {
 				pe, ok := err.(*protocol.Error)
 				if !ok {

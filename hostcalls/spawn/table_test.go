@@ -54,7 +54,7 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 func tableFunc(s *Spawner, name string) hostcalls.Func {
 	for _, hc := range s.Table() {
 		if hc.Name == name {
-			return hc.Func
+			return hc.JSONFunc()
 		}
 	}
 	panic("no host call " + name)

@@ -46,7 +46,7 @@ func call(t *testing.T, s *Store, module, name string, args any) (map[string]any
 		t.Fatalf("no host call %s", name)
 	}
 	raw, _ := json.Marshal(args)
-	out, err := hc.Func(context.Background(), fakeCall{module}, raw)
+	out, err := hc.JSONFunc()(context.Background(), fakeCall{module}, raw)
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}

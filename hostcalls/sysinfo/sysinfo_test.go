@@ -108,7 +108,7 @@ func TestFailedMeasurementIsUnavailable(t *testing.T) {
 // module shapes that (plugins/hostinfo/shape, whose tests now hold the
 // BEAM arch and payload-shape checks that were here).
 func TestTableResultIsRawFigures(t *testing.T) {
-	out, err := New(Config{DefaultCwd: t.TempDir(), LemonVersion: "v"}).Table()[0].Func(context.Background(), nil, nil)
+	out, err := New(Config{DefaultCwd: t.TempDir(), LemonVersion: "v"}).Table()[0].JSONFunc()(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

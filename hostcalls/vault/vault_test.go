@@ -729,7 +729,7 @@ func callHost(t testing.TB, v *Vault, c hostcalls.Call, name, args string) (stri
 	t.Helper()
 	for _, hc := range v.Table() {
 		if hc.Name == name {
-			out, err := hc.Func(context.Background(), c, []byte(args))
+			out, err := hc.JSONFunc()(context.Background(), c, []byte(args))
 			if err != nil {
 				return "", protocol.AsError(err)
 			}

@@ -99,31 +99,61 @@ func Serve(m Manifest, hs map[string]Handler) {
 	handlers = hs
 }
 
-// Call makes a host call: args is encoded as JSON (nil sends {}), the
-// JSON result is decoded into out (which may be nil). Both go through the
-// ABI codec (lemon/host/abi/wire: a plan built once per type, no
-// reflection per call; docs/ABI.md, "Codec"). A host error comes back as
-// *protocol.Error.
+// Call makes a host call served by hostcalls.Define: args is encoded as
+// JSON (nil sends {}), and the result, in the binary layout of
+// docs/ABI.md ("Host-call results"), is decoded into out, a pointer to
+// the call's contract result type (lemon/hostcalls/contract), or nil to
+// ignore it. Both go through the ABI codec (lemon/host/abi/wire: a plan
+// built once per type, no reflection per call; docs/ABI.md, "Codec").
+// Decoded strings and byte slices share the result's bytes. A host error
+// comes back as *protocol.Error; a result that does not decode into out
+// is INTERNAL_ERROR "host call returned malformed data". For a call whose
+// result is JSON (the guest family, served by hostcalls.DefineRaw) use
+// CallJSON.
 func Call(fn ImportFunc, args any, out any) error {
-	in := emptyArgs
-	if args != nil {
-		var err error
-		if in, err = wire.Append(argsBuf[:0], args); err != nil {
-			return fmt.Errorf("sdk: marshal host-call args: %w", err)
-		}
-		argsBuf = in[:0]
+	res, err := callArgs(fn, args)
+	if err != nil || out == nil {
+		return err
 	}
-	status, res := callImport(fn, in)
-	if status != 0 {
-		return hostError(res)
+	if err := wire.UnmarshalBinary(res, out); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "host call returned malformed data")
 	}
-	if out == nil || len(res) == 0 {
-		return nil
+	return nil
+}
+
+// CallJSON makes a host call whose result is JSON rather than binary:
+// the guest family's log.write, blob.sha256, blob.hash_update,
+// blob.hash_sum, blob.free and config.get (served by hostcalls.DefineRaw,
+// docs/ABI.md "Guest host calls"), or a host's own test calls. args is
+// encoded as JSON (nil sends {}); the JSON result is decoded into out
+// (which may be nil) as json.Unmarshal would. A host error comes back as
+// *protocol.Error.
+func CallJSON(fn ImportFunc, args any, out any) error {
+	res, err := callArgs(fn, args)
+	if err != nil || out == nil || len(res) == 0 {
+		return err
 	}
 	if err := wire.Unmarshal(res, out); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "host call returned malformed data")
 	}
 	return nil
+}
+
+// callArgs encodes args (nil: {}) and makes the call.
+func callArgs(fn ImportFunc, args any) ([]byte, error) {
+	in := emptyArgs
+	if args != nil {
+		var err error
+		if in, err = wire.Append(argsBuf[:0], args); err != nil {
+			return nil, fmt.Errorf("sdk: marshal host-call args: %w", err)
+		}
+		argsBuf = in[:0]
+	}
+	status, res := callImport(fn, in)
+	if status != 0 {
+		return nil, hostError(res)
+	}
+	return res, nil
 }
 
 // emptyArgs are the args of a call given none; argsBuf is reused for the
@@ -143,13 +173,21 @@ func hostError(res []byte) error {
 }
 
 // Invoke makes the host call c through its import fn with args and
-// returns its decoded result. It is what the family wrappers are built on:
-// c fixes the JSON shapes (lemon/hostcalls/contract), so a wrapper cannot
-// send or read another type than the host's table decodes and encodes. A
-// host error comes back as *protocol.Error.
+// returns its decoded result (Call). It is what the family wrappers are
+// built on: c fixes the shapes (lemon/hostcalls/contract), so a wrapper
+// cannot send or read another type than the host's table decodes and
+// encodes. A host error comes back as *protocol.Error.
 func Invoke[A, R any](fn ImportFunc, c contract.Call[A, R], args A) (R, error) {
 	var out R
 	err := Call(fn, args, &out)
+	return out, err
+}
+
+// InvokeJSON is Invoke for a call whose result is JSON (CallJSON): the
+// guest family's calls served by hostcalls.DefineRaw.
+func InvokeJSON[A, R any](fn ImportFunc, c contract.Call[A, R], args A) (R, error) {
+	var out R
+	err := CallJSON(fn, args, &out)
 	return out, err
 }
 

@@ -163,7 +163,7 @@ func TestWrappersUseTheContract(t *testing.T) {
 					}
 					return true
 				}
-				if sel.Sel.Name != "Invoke" {
+				if sel.Sel.Name != "Invoke" && sel.Sel.Name != "InvokeJSON" {
 					return true
 				}
 				fn, _ := call.Args[0].(*ast.Ident)

@@ -88,7 +88,7 @@ func logOne(req *sdk.Request) (*sdk.Result, error) {
 		return &sdk.Result{Payload: map[string]bool{"logged": ok}}, nil
 	}
 	var out guestcall.LogResult
-	if err := sdk.Call(rawLogWrite, guestcall.LogArgs{Level: p.Level, Message: p.Message}, &out); err != nil {
+	if err := sdk.CallJSON(rawLogWrite, guestcall.LogArgs{Level: p.Level, Message: p.Message}, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
@@ -235,7 +235,7 @@ func checksum(req *sdk.Request) (*sdk.Result, error) {
 	var off int64
 	chunks := 0
 	for {
-		var r protocol.FSReadCall
+		var r contract.FSReadResult
 		if err := sdk.Call(fsRead, map[string]any{"path": p.Path, "offset": off, "length": protocol.FSMaxReadLength}, &r); err != nil {
 			return nil, err
 		}

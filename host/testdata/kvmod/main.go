@@ -36,14 +36,14 @@ func init() {
 
 func get(req *sdk.Request) (*sdk.Result, error) {
 	var out json.RawMessage
-	if err := sdk.Call(testPing, map[string]string{"method": req.Method}, &out); err != nil {
+	if err := sdk.CallJSON(testPing, map[string]string{"method": req.Method}, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
 }
 
 func put(req *sdk.Request) (*sdk.Result, error) {
-	if err := sdk.Call(testWrite, nil, nil); err != nil {
+	if err := sdk.CallJSON(testWrite, nil, nil); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: map[string]bool{"stored": true}}, nil

@@ -9,6 +9,7 @@ package main
 import (
 	"encoding/json"
 
+	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
 	"lemon/protocol"
 )
@@ -50,7 +51,7 @@ func get(req *sdk.Request) (*sdk.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out json.RawMessage
+	var out contract.StoreGetResult
 	if err := sdk.Call(storeGet, map[string]string{"key": p.Key}, &out); err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func init() {
 
 func ping(req *sdk.Request) (*sdk.Result, error) {
 	var out json.RawMessage
-	if err := sdk.Call(testPing, map[string]string{"method": req.Method}, &out); err != nil {
+	if err := sdk.CallJSON(testPing, map[string]string{"method": req.Method}, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
@@ -98,14 +98,14 @@ func wait(req *sdk.Request) (*sdk.Result, error) {
 	var h struct {
 		Handle uint32 `json:"handle"`
 	}
-	if err := sdk.Call(testStart, nil, &h); err != nil {
+	if err := sdk.CallJSON(testStart, nil, &h); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Suspend: &sdk.Suspend{Handle: h.Handle, State: map[string]int{"Step": 7}}}, nil
 }
 
 func write(req *sdk.Request) (*sdk.Result, error) {
-	if err := sdk.Call(testWrite, nil, nil); err != nil {
+	if err := sdk.CallJSON(testWrite, nil, nil); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: map[string]bool{"written": true}}, nil
@@ -123,7 +123,7 @@ func main() {}
 // cost of JSON crossing the boundary.
 func relay(req *sdk.Request) (*sdk.Result, error) {
 	var out json.RawMessage
-	if err := sdk.Call(testPing, req.Params, &out); err != nil {
+	if err := sdk.CallJSON(testPing, req.Params, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
@@ -135,7 +135,7 @@ func relayBlob(req *sdk.Request) (*sdk.Result, error) {
 	var out struct {
 		Blob uint32 `json:"blob"`
 	}
-	if err := sdk.Call(testBlob, req.Params, &out); err != nil {
+	if err := sdk.CallJSON(testBlob, req.Params, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{PayloadBlob: out.Blob}, nil
@@ -144,11 +144,11 @@ func relayBlob(req *sdk.Request) (*sdk.Result, error) {
 // writePing makes an effect (test.write), then a second host call, as
 // node.process.run does (spawn.start, then spawn.wait).
 func writePing(req *sdk.Request) (*sdk.Result, error) {
-	if err := sdk.Call(testWrite, nil, nil); err != nil {
+	if err := sdk.CallJSON(testWrite, nil, nil); err != nil {
 		return nil, err
 	}
 	var out json.RawMessage
-	if err := sdk.Call(testPing, map[string]string{"method": req.Method}, &out); err != nil {
+	if err := sdk.CallJSON(testPing, map[string]string{"method": req.Method}, &out); err != nil {
 		return nil, err
 	}
 	return &sdk.Result{Payload: out}, nil
@@ -157,7 +157,7 @@ func writePing(req *sdk.Request) (*sdk.Result, error) {
 // writeWrite makes two effects, one after the other.
 func writeWrite(req *sdk.Request) (*sdk.Result, error) {
 	for range 2 {
-		if err := sdk.Call(testWrite, nil, nil); err != nil {
+		if err := sdk.CallJSON(testWrite, nil, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +167,7 @@ func writeWrite(req *sdk.Request) (*sdk.Result, error) {
 // writeFail makes an effect, then fails with an error that claims nothing
 // happened.
 func writeFail(req *sdk.Request) (*sdk.Result, error) {
-	if err := sdk.Call(testWrite, nil, nil); err != nil {
+	if err := sdk.CallJSON(testWrite, nil, nil); err != nil {
 		return nil, err
 	}
 	return nil, protocol.Errorf(protocol.CodeInvalidParams, "failed after the write").WithRetry(true, false)

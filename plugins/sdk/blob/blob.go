@@ -45,12 +45,12 @@ func ReadAll(id uint32, size int) ([]byte, error) {
 
 // SHA256 hashes blob id on the host.
 func SHA256(id uint32) (Digest, error) {
-	return sdk.Invoke(blobSHA256, contract.BlobSHA256Call, guestcall.BlobArgs{Blob: id})
+	return sdk.InvokeJSON(blobSHA256, contract.BlobSHA256Call, guestcall.BlobArgs{Blob: id})
 }
 
 // Free forgets blob id before the invocation ends.
 func Free(id uint32) error {
-	_, err := sdk.Invoke(blobFree, contract.BlobFreeCall, guestcall.BlobArgs{Blob: id})
+	_, err := sdk.InvokeJSON(blobFree, contract.BlobFreeCall, guestcall.BlobArgs{Blob: id})
 	return err
 }
 
@@ -63,7 +63,7 @@ type Hash struct {
 
 // Write hashes blob id; free forgets the blob afterwards.
 func (h *Hash) Write(id uint32, free bool) error {
-	st, err := sdk.Invoke(hashUpdate, contract.HashUpdateCall, guestcall.HashUpdateArgs{State: h.state, Blob: id, Free: free})
+	st, err := sdk.InvokeJSON(hashUpdate, contract.HashUpdateCall, guestcall.HashUpdateArgs{State: h.state, Blob: id, Free: free})
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (h *Hash) Size() int64 { return h.size }
 
 // Sum finishes the hash; h is empty again afterwards.
 func (h *Hash) Sum() (Digest, error) {
-	d, err := sdk.Invoke(hashSum, contract.HashSumCall, guestcall.HashSumArgs{State: h.state})
+	d, err := sdk.InvokeJSON(hashSum, contract.HashSumCall, guestcall.HashSumArgs{State: h.state})
 	*h = Hash{}
 	return d, err
 }

@@ -21,7 +21,7 @@ var HostCalls = []string{guestcall.ConfigGet}
 // Get returns the settings table: strings, float64 numbers (integers
 // too, as JSON numbers), booleans and []any arrays of them.
 func Get() (map[string]any, error) {
-	s, err := sdk.Invoke(configGet, contract.ConfigGetCall, contract.Empty{})
+	s, err := sdk.InvokeJSON(configGet, contract.ConfigGetCall, contract.Empty{})
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func Decode(v any) error {
 	var s struct {
 		Settings json.RawMessage `json:"settings"`
 	}
-	if err := sdk.Call(configGet, nil, &s); err != nil {
+	if err := sdk.CallJSON(configGet, nil, &s); err != nil {
 		return err
 	}
 	return json.Unmarshal(s.Settings, v)

@@ -1,8 +1,9 @@
 package vault
 
 import (
-	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"unsafe"
 
 	"lemon/host/abi/wire"
 	"lemon/hostcalls/contract"
@@ -10,10 +11,10 @@ import (
 	"lemon/protocol"
 )
 
-// ListNamesJSON is List with the names left encoded: names is the JSON
+// ListNamesJSON is List with the names encoded as JSON: names is the JSON
 // array of the result (contract.VaultListResult.Names, byte for byte as
-// json.Marshal encodes it), for a module that puts the names into its
-// payload without decoding 500 strings in the guest (docs/SECRETS.md,
+// json.Marshal encodes it; SplitListResult), for a module that puts the
+// names into its payload without building 500 strings in the guest (docs/SECRETS.md,
 // "Performance"). more is the result's More. names is never null.
 func ListNamesJSON(limit int) (names json.RawMessage, more bool, err error) {
 	res, err := sdk.CallRaw(vaultList, contract.VaultListArgs{Limit: limit})
@@ -23,39 +24,46 @@ func ListNamesJSON(limit int) (names json.RawMessage, more bool, err error) {
 	return SplitListResult(res)
 }
 
-// The canonical encoding of contract.VaultListResult: the host encodes
-// fields in declaration order with no white space (docs/ABI.md, "Codec").
-var (
-	listPrefix    = []byte(`{"names":`)
-	listMoreFalse = []byte(`,"more":false}`)
-	listMoreTrue  = []byte(`,"more":true}`)
-)
-
-// SplitListResult splits the JSON of a vault.list result into the names
-// array (sharing res's bytes) and More. The canonical encoding is split by
-// its fixed prefix and suffix, without a scan (the host checks every
-// payload a module returns, docs/ABI.md "Result", so names reach no
-// response unchecked); any other encoding is decoded as json.Unmarshal
-// would, and malformed JSON or a names value that is not an array is
-// INTERNAL_ERROR.
+// SplitListResult turns a vault.list result (contract.VaultListResult in
+// the binary layout of docs/ABI.md, "Host-call results") into the names
+// as a JSON array, json.Marshal's bytes of Names, and More. The names are
+// encoded straight from the result's bytes, with no []string built (the
+// host checks every payload a module returns, docs/ABI.md "Result"). A
+// malformed result, or nil names, is INTERNAL_ERROR.
 func SplitListResult(res []byte) (names json.RawMessage, more bool, err error) {
-	if bytes.HasPrefix(res, listPrefix) {
-		rest := res[len(listPrefix):]
-		for _, s := range [...]struct {
-			suffix []byte
-			more   bool
-		}{{listMoreFalse, false}, {listMoreTrue, true}} {
-			if a, ok := bytes.CutSuffix(rest, s.suffix); ok && len(a) >= 2 && a[0] == '[' && a[len(a)-1] == ']' {
-				return a, s.more, nil
-			}
+	bad := protocol.Errorf(protocol.CodeInternal, "vault.list returned malformed data")
+	if len(res) < 5 {
+		return nil, false, bad
+	}
+	n := binary.LittleEndian.Uint32(res)
+	if n == 0xFFFFFFFF || uint64(n)*4 > uint64(len(res)-5) {
+		return nil, false, bad // nil names, or more than the bytes could hold
+	}
+	out := make([]byte, 0, len(res)+int(n)*3)
+	out = append(out, '[')
+	i := 4
+	for k := uint32(0); k < n; k++ {
+		if len(res)-i < 4 {
+			return nil, false, bad
 		}
+		l := int(binary.LittleEndian.Uint32(res[i:]))
+		i += 4
+		if l < 0 || l > len(res)-i {
+			return nil, false, bad
+		}
+		if k > 0 {
+			out = append(out, ',')
+		}
+		if l == 0 {
+			out = append(out, '"', '"')
+		} else {
+			out = wire.AppendString(out, unsafe.String(&res[i], l))
+		}
+		i += l
 	}
-	var r struct {
-		Names json.RawMessage `json:"names"`
-		More  bool            `json:"more"`
+	out = append(out, ']')
+	if len(res)-i != 1 || res[i] > 1 {
+		return nil, false, bad
 	}
-	if err := wire.Unmarshal(res, &r); err != nil || len(r.Names) == 0 || r.Names[0] != '[' {
-		return nil, false, protocol.Errorf(protocol.CodeInternal, "vault.list returned malformed data")
-	}
-	return r.Names, r.More, nil
+	return out, res[i] == 1, nil
 }
