@@ -1,8 +1,9 @@
 // Package contract is the one description of every host call that both
 // sides of the module ABI compile against: its import name and the Go
-// types of its JSON arguments and result (docs/HOSTCALLS.md, generated
-// from it and the host tables). The host's tables (hostcalls/*/table.go)
-// decode args into these types and encode results from them
+// types of its JSON arguments and its result (binary, docs/ABI.md
+// "Host-call results"; docs/HOSTCALLS.md, generated from it and the host
+// tables). The host's tables (hostcalls/*/table.go) decode args into these
+// types and encode results from them
 // (hostcalls.Define); the guest SDK wrappers (plugins/sdk/fs, store,
 // spawn, vault, sysinfo) send and read the same types, so no module keeps
 // a hand-copied mirror of a host type.
@@ -19,7 +20,8 @@ import (
 )
 
 // Call names one host call and, through its type parameters, the Go types
-// of its JSON arguments (A) and result (R). The value is the import name
+// of its JSON arguments (A) and its result (R, in the binary layout of
+// docs/ABI.md, "Host-call results", for a hostcalls.Define'd call). The value is the import name
 // of module "lemon" ("family.operation").
 type Call[A, R any] struct{ name string }
 
@@ -36,7 +38,7 @@ func (c Call[A, R]) Spec() Spec {
 type Spec struct {
 	Name   string
 	Args   reflect.Type // a struct type; its JSON fields are the call's arguments
-	Result reflect.Type // the type the JSON result decodes into
+	Result reflect.Type // the type the result decodes into
 	// Doc is one or more sentences on what the call does (docs/HOSTCALLS.md).
 	Doc string
 }

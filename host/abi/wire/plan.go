@@ -5,6 +5,8 @@
 // the plan over unsafe pointers. The guest SDK uses it for params, host
 // call args and results and payloads, the host for host call args and
 // results (hostcalls.Define), so plugin authors never write a codec.
+// Host-call results use the binary layout of binary.go (AppendBinary,
+// UnmarshalBinary; docs/ABI.md, "Host-call results") from the same plan.
 //
 // Equivalence with encoding/json is the contract:
 //   - Marshal returns the bytes json.Marshal returns (field order, omitempty,
