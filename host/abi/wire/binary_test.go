@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -299,4 +300,40 @@ func roundTrip[T any](t *testing.T, in []byte, v *T) {
 
 func utf8Valid(b []byte) bool {
 	return json.Valid(append(append([]byte(`"`), bytes.ReplaceAll(bytes.ReplaceAll(b, []byte(`\`), nil), []byte(`"`), nil)...), '"'))
+}
+
+// TestBinaryConcurrentUse: plans built and used from many goroutines at
+// once (the host encodes results of concurrent invocations); run with
+// -race.
+func TestBinaryConcurrentUse(t *testing.T) {
+	type freshBin struct {
+		A string            `json:"a"`
+		B []inner           `json:"b"`
+		C map[string]uint32 `json:"c"`
+		D *inner            `json:"d"`
+	}
+	want := freshBin{A: "x", B: []inner{{A: "y", B: 2}}, C: map[string]uint32{"k": 1}, D: &inner{A: "z"}}
+	done := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 200; i++ {
+				b, err := wire.AppendBinary(nil, want)
+				if err != nil {
+					done <- err
+					return
+				}
+				var v freshBin
+				if err := wire.UnmarshalBinary(b, &v); err != nil || !reflect.DeepEqual(v, want) {
+					done <- fmt.Errorf("round trip: %+v %v", v, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
