@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"lemon/host/abi/wire"
 	"lemon/hostcalls"
 	"lemon/hostcalls/contract"
 	"lemon/policies"
@@ -98,5 +99,30 @@ func TestDocTablesAreBuiltTables(t *testing.T) {
 	built, doc := flat(s.Tables), flat(DocTables())
 	if len(built) == 0 || !reflect.DeepEqual(built, doc) {
 		t.Fatalf("built tables %v\ndoc tables %v", built, doc)
+	}
+}
+
+// TestResultFormats: every table entry built with hostcalls.Define
+// answers in the binary layout (docs/ABI.md, "Host-call results"), so its
+// contract result type has one; the entries that answer otherwise
+// (DefineRaw: JSON or raw bytes, read by the SDK with sdk.InvokeJSON or
+// sdk.CallBytes) are exactly these.
+func TestResultFormats(t *testing.T) {
+	if n := len(DocTables()); n != 6 {
+		t.Skipf("%d of 6 host-call families compiled in (build tags)", n)
+	}
+	raw := map[string]bool{"log.write": true, "blob.read": true, "blob.sha256": true, "blob.hash_update": true,
+		"blob.hash_sum": true, "blob.free": true, "config.get": true, "fs.readdir": true, "fs.statat": true}
+	for _, table := range DocTables() {
+		for _, hc := range table {
+			if (hc.ResultJSON == nil) != raw[hc.Name] {
+				t.Errorf("%s: binary result %v, want %v", hc.Name, hc.ResultJSON != nil, !raw[hc.Name])
+			}
+			if hc.ResultJSON != nil {
+				if err := wire.CheckBinary(hc.Spec.Result); err != nil {
+					t.Errorf("%s: %v", hc.Name, err)
+				}
+			}
+		}
 	}
 }

@@ -176,6 +176,12 @@ func TestWrappersUseTheContract(t *testing.T) {
 				if want == "" || want != got {
 					t.Errorf("%s: Invoke(%s, contract.%s) pairs import %q with contract call %q", src, fn.Name, c.Sel.Name, got, want)
 				}
+				// The guest family answers JSON (hostcalls.DefineRaw), every
+				// other call the binary layout (docs/ABI.md, "Host-call
+				// results"): InvokeJSON for the one, Invoke for the other.
+				if guest := strings.HasPrefix(want, "log.") || strings.HasPrefix(want, "blob.") || strings.HasPrefix(want, "config."); guest != (sel.Sel.Name == "InvokeJSON") {
+					t.Errorf("%s: %s(%s, contract.%s): the guest family's results are JSON (InvokeJSON), all others binary (Invoke)", src, sel.Sel.Name, fn.Name, c.Sel.Name)
+				}
 				wrapped[want] = true
 				return true
 			})
