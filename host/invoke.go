@@ -266,7 +266,7 @@ const graceAfterDeadline = 5e9
 
 // runOnce runs the module once on a pooled instance.
 func (h *Host) runOnce(ctx context.Context, mod *Module, in *abi.Input) (*abi.Output, *protocol.Error) {
-	input := abi.AppendInput(nil, in)
+	input := abi.AppendInput(make([]byte, 0, abi.InputSize(in)), in)
 	inst, err := mod.pool.get(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -70,6 +70,10 @@ type instance struct {
 	invoke api.Function
 	stop   terminate.Flag // the deadline sets it (stop.go)
 	calls  int
+	// input and inputCap are the guest's invocation buffer (lemon_input;
+	// 0 when the module has none); mallocs counts lemon_malloc calls.
+	input, inputCap uint32
+	mallocs         int
 }
 
 func (i *instance) close(ctx context.Context) { i.mod.Close(ctx) }
@@ -113,6 +117,21 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing ABI exports")
+	}
+	if in := mod.ExportedFunction("lemon_input"); in != nil {
+		release := inst.arm(ctx)
+		r, err := in.Call(ctx)
+		release()
+		if err != nil || len(r) != 1 {
+			mod.Close(ctx)
+			return nil, fmt.Errorf("lemon_input failed")
+		}
+		// A buffer outside the memory is ignored: invocations then go
+		// through lemon_malloc.
+		ptr, size := uint32(r[0]>>32), uint32(r[0])
+		if _, ok := mod.Memory().Read(ptr, size); ok && ptr != 0 {
+			inst.input, inst.inputCap = ptr, size
+		}
 	}
 	v := mod.ExportedFunction("lemon_abi_version")
 	if v == nil {
@@ -311,15 +330,19 @@ func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
 	if inst.stderr != nil {
 		inst.stderr.reset()
 	}
-	r, err := inst.malloc.Call(ctx, uint64(len(input)))
-	if err != nil {
-		return nil, err
+	ptr := inst.input
+	if uint64(len(input)) > uint64(inst.inputCap) {
+		inst.mallocs++
+		r, err := inst.malloc.Call(ctx, uint64(len(input)))
+		if err != nil {
+			return nil, err
+		}
+		ptr = api.DecodeU32(r[0])
 	}
-	ptr := api.DecodeU32(r[0])
 	if !inst.mod.Memory().Write(ptr, input) {
 		return nil, fmt.Errorf("input out of bounds")
 	}
-	r, err = inst.invoke.Call(ctx, uint64(ptr), uint64(len(input)))
+	r, err := inst.invoke.Call(ctx, uint64(ptr), uint64(len(input)))
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,20 @@ func appendStr[S ~string | ~[]byte](b []byte, s S) []byte {
 	return append(b, s...)
 }
 
+// InputSize is the length in bytes of in's invocation envelope, so a
+// caller can allocate it once (AppendInput).
+func InputSize(in *Input) int {
+	n := 4 + len(in.Method) + 4 + len(in.Params) + 4
+	for f := range in.Blobs {
+		n += 4 + len(f) + 4 + 8
+	}
+	n += 4 + len(in.Invocation.InvokeID) + 4 + len(in.Invocation.NodeID) + 8 + 4 + len(in.Invocation.ExecutionContext) + 1
+	if in.Resume != nil {
+		n += 4 + 4 + len(in.Resume.State)
+	}
+	return n
+}
+
 // AppendInput appends the invocation envelope of in:
 //
 //	str method, str params,

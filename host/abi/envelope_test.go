@@ -22,6 +22,9 @@ func TestInputRoundTrip(t *testing.T) {
 		{Method: "m", Resume: &abi.Resume{Handle: 1}},
 	} {
 		b := abi.AppendInput(nil, &in)
+		if n := abi.InputSize(&in); n != len(b) {
+			t.Fatalf("InputSize %d, envelope %d bytes", n, len(b))
+		}
 		var got abi.Input
 		if err := abi.DecodeInput(b, &got); err != nil {
 			t.Fatal(err)

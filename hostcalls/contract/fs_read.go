@@ -52,6 +52,25 @@ type FSOpenResult struct {
 	Link   string    `json:"link,omitempty"`
 }
 
+// FSStatArgs are the args of fs.stat: Path is resolved as fs.open
+// resolves it.
+type FSStatArgs struct {
+	Path string `json:"path"`
+	// NoFollow stats a final symlink itself (Link then holds its target)
+	// instead of following it.
+	NoFollow bool `json:"noFollow" doc:"do not follow a symlink in the last component"`
+}
+
+// FSStatResult answers fs.stat: the canonical absolute path, the raw
+// lstat of what it names (after following a final symlink unless
+// NoFollow) and Link, the target of a final symlink when NoFollow was set
+// ("" otherwise). No descriptor is opened and no handle is given.
+type FSStatResult struct {
+	Path string    `json:"path"`
+	Stat FSRawStat `json:"stat"`
+	Link string    `json:"link,omitempty"`
+}
+
 // FSHandleArgs name one handle (fs.close).
 type FSHandleArgs struct {
 	Handle uint32 `json:"handle"`
@@ -119,6 +138,7 @@ type FSReadResult struct {
 // The read primitives of the fs family.
 var (
 	FSOpen    = Call[FSOpenArgs, FSOpenResult]{"fs.open"}
+	FSStat    = Call[FSStatArgs, FSStatResult]{"fs.stat"}
 	FSClose   = Call[FSHandleArgs, Empty]{"fs.close"}
 	FSReadDir = Call[FSReadDirArgs, RawBytes]{"fs.readdir"}
 	FSStatAt  = Call[FSStatAtArgs, RawBytes]{"fs.statat"}
@@ -142,6 +162,7 @@ const (
 func fsReadSpecs() []Spec {
 	return []Spec{
 		spec(FSOpen, "Resolves path into a handle held until the invocation ends (or fs.close): the canonical path and the raw stat (st_mode, size, mtime s+ns, inode, device, access). A directory handle serves fs.readdir and fs.statat, a regular file's fs.pread."),
+		spec(FSStat, "Resolves path as fs.open does and answers the canonical path and the raw stat of what it names (the walk's lstat, with the kernel's access checks), without opening it or giving a handle."),
 		spec(FSClose, "Closes a handle before the invocation ends."),
 		spec(FSReadDir, "The next entries of a directory handle, raw bytes (not JSON): a flags byte (bit 0: no entries follow this batch; bit 1: smallest left names out), then per entry its d_type byte, its name length (2 bytes, little-endian) and its name bytes as the directory holds them, . and .. left out, and with stat the name's fs.statat record. In directory order, or with smallest (1 to 1024) the whole rest of the directory read at once and only its smallest names returned, in byte order; skipHidden leaves out names starting with '.'."),
 		spec(FSStatAt, "lstat of each name relative to a directory handle, raw bytes (not JSON), one record per name in order: 0 then the stat (contract.AppendFSStatRecord), or 1, a length byte and a domain error code."),

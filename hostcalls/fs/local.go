@@ -40,7 +40,7 @@ var localTypes = map[string]bool{
 // inlineOps are the requests that may run inline: reads that resolve a
 // path afresh from a root (a handle may outlive a lazy unmount, so
 // requests on handles keep the goroutine).
-var inlineOps = map[string]bool{"open": true}
+var inlineOps = map[string]bool{"open": true, "stat": true}
 
 // poll is unix.Poll; tests replace it to inject failures.
 var poll = unix.Poll

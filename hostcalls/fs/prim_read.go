@@ -223,6 +223,33 @@ func (f *FS) open(p string, noFollow bool) (*handle, contract.FSOpenResult, erro
 	return h, res, nil
 }
 
+// stat resolves p like open and answers the walk's own lstat of the
+// target, with the kernel's access checks, without opening it
+// (fs.stat): the canonical path, the raw stat, and a final symlink's
+// target when noFollow.
+func (f *FS) stat(p string, noFollow bool) (contract.FSStatResult, error) {
+	var res contract.FSStatResult
+	t, err := f.resolve(p, walkOpts{followFinal: !noFollow})
+	if err != nil {
+		return res, err
+	}
+	defer f.closeTarget(t)
+	if !t.exists {
+		return res, errNotFound()
+	}
+	res = contract.FSStatResult{Path: t.path(),
+		Stat: rawStat(&t.st, accessible(t.dir, t.name, unix.R_OK), accessible(t.dir, t.name, unix.W_OK))}
+	if noFollow && t.st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		var buf [protocol.FSMaxPathBytes + 1]byte
+		n, err := unix.Readlinkat(t.dir, t.name, buf[:])
+		if err != nil {
+			return res, mapErrno(err)
+		}
+		res.Link = string(buf[:n])
+	}
+	return res, nil
+}
+
 // readDir returns the next entries of directory handle h as a result of
 // at most maxBytes bytes (contract.ParseFSReadDir's format). When an
 // entry does not fit, the directory offset goes back to it (lseek to the
@@ -493,6 +520,21 @@ func (fs *FS) hcOpen(ctx context.Context, call hostcalls.Call, a contract.FSOpen
 	})
 }
 
+func (fs *FS) hcStat(ctx context.Context, call hostcalls.Call, a contract.FSStatArgs) (contract.FSStatResult, error) {
+	f, release, err := fs.For(call)
+	if err != nil {
+		return contract.FSStatResult{}, protocol.AsError(err)
+	}
+	defer release()
+	return run(ctx, f, "stat", false, func() (*contract.FSStatResult, error) {
+		res, err := f.stat(a.Path, a.NoFollow)
+		if err != nil {
+			return nil, err
+		}
+		return &res, nil
+	})
+}
+
 func (fs *FS) hcClose(_ context.Context, call hostcalls.Call, a contract.FSHandleArgs) (contract.Empty, error) {
 	tab, err := tableOf(call, fs)
 	if err != nil {
@@ -605,6 +647,7 @@ func (f *FS) readTable() hostcalls.Table {
 	read := hostcalls.CapRead
 	return hostcalls.Table{
 		hostcalls.Define(contract.FSOpen, read, hostcalls.AuditMeta, f.hcOpen, openErrors...),
+		hostcalls.Define(contract.FSStat, read, hostcalls.AuditMeta, f.hcStat, statErrors...),
 		hostcalls.Define(contract.FSClose, read, hostcalls.AuditMeta, f.hcClose, closeErrors...),
 		hostcalls.DefineRaw(contract.FSReadDir.Spec(), read, hostcalls.AuditRead, f.hcReadDir, readDirErrors...),
 		hostcalls.DefineRaw(contract.FSStatAt.Spec(), read, hostcalls.AuditMeta, f.hcStatAt, statAtErrors...),

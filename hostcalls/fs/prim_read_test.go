@@ -88,6 +88,64 @@ func TestOpenConfinement(t *testing.T) {
 	}
 }
 
+func statP(t *testing.T, e *env, call *fakeCall, path string, noFollow bool) (contract.FSStatResult, *protocol.Error) {
+	t.Helper()
+	out, perr := e.call("fs.stat", map[string]any{"path": path, "noFollow": noFollow}, call)
+	var r contract.FSStatResult
+	if perr == nil {
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, perr
+}
+
+// TestStatPrimitive: fs.stat keeps fs.open's confinement and answers the
+// same canonical path and stat (a file, a directory, the root itself, a
+// symlink followed or not, a FIFO it must not open) without taking a
+// handle or keeping a descriptor.
+func TestStatPrimitive(t *testing.T) {
+	e := newEnv(t, []node{{path: "root/d/a.md", file: "abc"}, {path: "root/in", symlink: "d/a.md"},
+		{path: "root/out", symlink: "${TMP}/secret"}, {path: "secret", file: "s"}, {path: "root/abs", symlink: "/etc/passwd"},
+		{path: "root/p", fifo: true}}, "root")
+	for _, p := range []string{"../secret", "out", "abs", "d/../../secret", e.abs("secret")} {
+		if _, perr := statP(t, e, nil, p, false); perr == nil || perr.DomainCode() != protocol.DomainPathNotAllowed {
+			t.Errorf("%s: %+v", p, perr)
+		}
+	}
+	if _, perr := statP(t, e, nil, "missing", false); perr == nil || perr.DomainCode() != protocol.DomainNotFound {
+		t.Fatalf("missing: %+v", perr)
+	}
+	call := newCall()
+	base := e.f.fdsInUse.Load()
+	for _, c := range []struct {
+		path     string
+		noFollow bool
+	}{{"d/a.md", false}, {"in", false}, {"in", true}, {"d", false}, {".", false}, {"p", false}} {
+		s, perr := statP(t, e, call, c.path, c.noFollow)
+		if perr != nil {
+			t.Fatalf("stat %s: %v", c.path, perr)
+		}
+		o, perr := openH(t, e, call, c.path, c.noFollow)
+		if perr != nil {
+			t.Fatalf("open %s: %v", c.path, perr)
+		}
+		if s.Path != o.Path || s.Stat != o.Stat || s.Link != o.Link {
+			t.Errorf("%s (noFollow %v): stat %+v, open %+v", c.path, c.noFollow, s, o)
+		}
+	}
+	if s, _ := statP(t, e, call, "in", true); s.Path != e.abs("root/in") || s.Stat.Mode&0o170000 != 0o120000 || s.Link != "d/a.md" {
+		t.Fatalf("in noFollow: %+v", s)
+	}
+	if s, _ := statP(t, e, call, "in", false); s.Path != e.abs("root/d/a.md") || s.Stat.Size != 3 || !s.Stat.Readable || !s.Stat.Writable {
+		t.Fatalf("in: %+v", s)
+	}
+	if got := e.f.fdsInUse.Load(); got != base+6 {
+		t.Fatalf("descriptors in use %d after 6 opens and 8 stats, want %d", got, base+6)
+	}
+	call.end()
+}
+
 // TestReadDirBatches: fs.readdir returns every name once across calls
 // whatever maxBytes is (512 is the least; 511 and 1 MiB+1 are refused),
 // then eof; statat gives each name's stat or error record in order.

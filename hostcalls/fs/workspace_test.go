@@ -59,6 +59,8 @@ func TestAdvWorkspaceEscapes(t *testing.T) {
 		"/etc/passwd",
 	} {
 		_, err := e.call("fs.open", map[string]any{"path": p}, c)
+		wantDomain(t, "open "+p, err, protocol.DomainPathNotAllowed)
+		_, err = e.call("fs.stat", map[string]any{"path": p}, c)
 		wantDomain(t, "stat "+p, err, protocol.DomainPathNotAllowed)
 		_, err = e.call("fs.read", map[string]any{"path": p, "offset": 0, "length": 10}, c)
 		wantDomain(t, "read "+p, err, protocol.DomainPathNotAllowed)
@@ -68,6 +70,9 @@ func TestAdvWorkspaceEscapes(t *testing.T) {
 			continue // `..` is refused everywhere, in or out
 		}
 		if _, err := e.call("fs.open", map[string]any{"path": p}, c); err != nil {
+			t.Fatalf("open %s inside the workspace: %v", p, err)
+		}
+		if _, err := e.call("fs.stat", map[string]any{"path": p}, c); err != nil {
 			t.Fatalf("stat %s inside the workspace: %v", p, err)
 		}
 	}

@@ -25,7 +25,7 @@ var manifest = sdk.Manifest{
 	Family:       "fs",
 	Version:      moduleVersion(),
 	Capabilities: []string{"read", "write"},
-	HostCalls: []string{"fs.open", "fs.readdir", "fs.read", "fs.send", "fs.receive",
+	HostCalls: []string{"fs.open", "fs.stat", "fs.readdir", "fs.read", "fs.send", "fs.receive",
 		"fs.write_at", "fs.mkdirs", "fs.rename", "fs.walk", "fs.remove",
 		"store.get", "store.put", "store.cas", "store.delete"},
 	Methods: []sdk.MethodSpec{

@@ -18,12 +18,12 @@ import (
 // shape.Overrides) under a version of its own.
 var versionOverride string
 
-// moduleVersion is the version in the manifest: 1.2.0 unless overridden.
+// moduleVersion is the version in the manifest: 1.3.0 unless overridden.
 func moduleVersion() string {
 	if versionOverride != "" {
 		return versionOverride
 	}
-	return "1.2.0"
+	return "1.3.0"
 }
 
 // checkNodePath is protocol.ValidateFSStat's (and ValidateFSList's)
@@ -35,18 +35,19 @@ func checkNodePath(nodeID, path string) *protocol.Error {
 	return protocol.ValidateFSPath("path", path)
 }
 
-// stat serves node.fs.stat: fs.open's raw stat, shaped with the MIME type
-// of the canonical path's last component.
+// stat serves node.fs.stat: fs.stat's raw stat (no descriptor, no
+// handle), shaped with the MIME type of the canonical path's last
+// component.
 func stat(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSStatParams
 	if err := decode(req, &p, func() *protocol.Error { return checkNodePath(p.NodeID, p.Path) }); err != nil {
 		return nil, err
 	}
-	h, err := fs.Open(p.Path, false)
+	st, err := fs.Stat(p.Path, false)
 	if err != nil {
 		return nil, err
 	}
-	return &sdk.Result{Payload: json.RawMessage(shape.StatPayload(h.Path, &h.Stat))}, nil
+	return &sdk.Result{Payload: json.RawMessage(shape.StatPayload(st.Path, &st.Stat))}, nil
 }
 
 // list serves node.fs.list: one fs.readdir gives the 500 smallest visible

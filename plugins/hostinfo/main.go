@@ -9,6 +9,8 @@
 package main
 
 import (
+	"encoding/json"
+
 	"lemon/plugins/hostinfo/shape"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/sysinfo"
@@ -31,7 +33,11 @@ func hostInfo(req *sdk.Request) (*sdk.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sdk.Result{Payload: shape.Payload(f)}, nil
+	// Payload: shape.Payload(f) gives the same bytes through the SDK's
+	// codec; this method writes them by hand (AppendPayload) because its
+	// bound against native is tight (docs/BENCHMARKS.md, "Module ABI").
+	h := shape.Payload(f)
+	return &sdk.Result{Payload: json.RawMessage(shape.AppendPayload(make([]byte, 0, 512), &h))}, nil
 }
 
 func main() {}

@@ -47,12 +47,28 @@ func lemonDescribe() uint64 {
 	return pack(lastResult)
 }
 
+// inputBuf is where the host writes an invocation of at most
+// inputBufSize bytes (lemon_input), so an invocation is one guest call,
+// not two (lemon_malloc, lemon_invoke). A larger one goes through
+// lemon_malloc.
+var inputBuf = make([]byte, inputBufSize)
+
+const inputBufSize = 16 << 10
+
+//go:wasmexport lemon_input
+func lemonInput() uint64 { return pack(inputBuf) }
+
 //go:wasmexport lemon_invoke
 func lemonInvoke(ptr, size uint32) uint64 {
 	buf := pinned
 	pinned = nil
 	var in []byte
-	if ptr != 0 && ptr == ptrOf(buf) && int(size) <= len(buf) {
+	switch {
+	case ptr != 0 && ptr == ptrOf(inputBuf) && int(size) <= len(inputBuf):
+		// A copy: the Request's strings and Params alias the
+		// invocation's bytes and must stay valid after this call.
+		in = append([]byte(nil), inputBuf[:size]...)
+	case ptr != 0 && ptr == ptrOf(buf) && int(size) <= len(buf):
 		in = buf[:size]
 	}
 	lastResult = invoke(in)

@@ -334,11 +334,6 @@ func (p *plan) encStruct(b []byte, q unsafe.Pointer) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s as a JSON string, the bytes json.Marshal writes
-// for it (HTML escaping, U+2028 and U+2029 escaped, invalid UTF-8 as
-// \ufffd).
-func AppendString(b []byte, s string) []byte { return appendString(b, s) }
-
 // appendString appends s as a JSON string exactly as encoding/json does
 // with HTML escaping: <, > and & as \u003c etc., U+2028 and U+2029
 // escaped, invalid UTF-8 as \ufffd.

@@ -46,3 +46,26 @@ func TestPayloadShape(t *testing.T) {
 		t.Fatalf("payload\n got %s\nwant %s", b, want)
 	}
 }
+
+// TestAppendPayloadIsMarshal: AppendPayload writes exactly json.Marshal's
+// bytes, HTML escapes, control characters and invalid UTF-8 included, and
+// the extremes of every number.
+func TestAppendPayloadIsMarshal(t *testing.T) {
+	odd := "<a>&b\u2028\u2029\x00\x1f\"\\/é\xff"
+	for _, h := range []shape.HostInfo{
+		{},
+		shape.Payload(contract.SysinfoFigures{Hostname: "h", GOOS: "linux", Machine: "x86_64", Release: "6.8.0-45-generic",
+			CLibrary: "gnu", CPUCount: 2, MemTotalBytes: 1 << 30, DiskBlocks: 1000, DiskBlockBytes: 4096, User: "u"}),
+		{Hostname: odd, OS: odd, OSVersion: odd, Arch: odd, CPUCount: -1 << 63, MemTotalBytes: 1<<64 - 1,
+			MemFreeBytes: 1, DiskTotalBytes: 1<<64 - 1, DiskFreeBytes: 0, UptimeSec: 1<<64 - 1,
+			LemonVersion: odd, DefaultCwd: odd, User: odd},
+	} {
+		want, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shape.AppendPayload([]byte("x"), &h); string(got) != "x"+string(want) {
+			t.Errorf("AppendPayload\n got %s\nwant %s", got[1:], want)
+		}
+	}
+}

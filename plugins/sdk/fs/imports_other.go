@@ -14,6 +14,8 @@ func fsReceive(ptr, size uint32) uint64 { return 0 }
 
 func fsOpen(ptr, size uint32) uint64 { return 0 }
 
+func fsStat(ptr, size uint32) uint64 { return 0 }
+
 func fsClose(ptr, size uint32) uint64 { return 0 }
 
 func fsReadDir(ptr, size uint32) uint64 { return 0 }

@@ -18,6 +18,9 @@ func fsReceive(ptr, size uint32) uint64
 //go:wasmimport lemon fs.open
 func fsOpen(ptr, size uint32) uint64
 
+//go:wasmimport lemon fs.stat
+func fsStat(ptr, size uint32) uint64
+
 //go:wasmimport lemon fs.close
 func fsClose(ptr, size uint32) uint64
 

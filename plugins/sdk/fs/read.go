@@ -22,6 +22,14 @@ func Open(path string, noFollow bool) (contract.FSOpenResult, error) {
 	return sdk.Invoke(fsOpen, contract.FSOpen, contract.FSOpenArgs{Path: path, NoFollow: noFollow})
 }
 
+// Stat resolves path as Open does and returns the canonical path and the
+// raw stat of what it names, without opening it or taking a handle
+// (fs.stat): the cheaper call when only the metadata is needed. noFollow
+// stats a final symlink itself (Link holds its target).
+func Stat(path string, noFollow bool) (contract.FSStatResult, error) {
+	return sdk.Invoke(fsStat, contract.FSStat, contract.FSStatArgs{Path: path, NoFollow: noFollow})
+}
+
 // Close closes handle h before the invocation ends (fs.close).
 func Close(h uint32) error {
 	_, err := sdk.Invoke(fsClose, contract.FSClose, contract.FSHandleArgs{Handle: h})
