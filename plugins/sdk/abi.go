@@ -97,9 +97,19 @@ func readPending(n uint32) []byte {
 
 // callImport invokes a host-call import with JSON args.
 func callImport(fn ImportFunc, args []byte) (status uint32, out []byte) {
+	return callImportDiscard(fn, args, false)
+}
+
+// callImportDiscard is callImport; with discard a success's result stays
+// pending unread (the host replaces it at the next call), which saves
+// copying a result the caller does not use.
+func callImportDiscard(fn ImportFunc, args []byte, discard bool) (status uint32, out []byte) {
 	r := fn(ptrOf(args), uint32(len(args)))
 	runtime.KeepAlive(args)
 	status = uint32(r >> 32)
+	if status == 0 && discard {
+		return 0, nil
+	}
 	out = readPending(uint32(r))
 	return status, out
 }

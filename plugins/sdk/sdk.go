@@ -111,8 +111,14 @@ func Serve(m Manifest, hs map[string]Handler) {
 // result is JSON (the guest family, served by hostcalls.DefineRaw) use
 // CallJSON.
 func Call(fn ImportFunc, args any, out any) error {
+	if out == nil {
+		// The result is not needed: it is left pending, never copied
+		// into the guest (the next call replaces it).
+		_, err := callArgsDiscard(fn, args, true)
+		return err
+	}
 	res, err := callArgs(fn, args)
-	if err != nil || out == nil {
+	if err != nil {
 		return err
 	}
 	if err := wire.UnmarshalBinary(res, out); err != nil {
@@ -140,7 +146,11 @@ func CallJSON(fn ImportFunc, args any, out any) error {
 }
 
 // callArgs encodes args (nil: {}) and makes the call.
-func callArgs(fn ImportFunc, args any) ([]byte, error) {
+func callArgs(fn ImportFunc, args any) ([]byte, error) { return callArgsDiscard(fn, args, false) }
+
+// callArgsDiscard is callArgs; with discard a success's result is not
+// read (nil is returned for it), an error's always is.
+func callArgsDiscard(fn ImportFunc, args any, discard bool) ([]byte, error) {
 	in := emptyArgs
 	if args != nil {
 		var err error
@@ -149,7 +159,7 @@ func callArgs(fn ImportFunc, args any) ([]byte, error) {
 		}
 		argsBuf = in[:0]
 	}
-	status, res := callImport(fn, in)
+	status, res := callImportDiscard(fn, in, discard)
 	if status != 0 {
 		return nil, hostError(res)
 	}
