@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tetratelabs/wazero/experimental"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -65,7 +66,8 @@ func (m *Module) Manifest() Manifest { return m.manifest }
 // instance is one live module instance; one invocation at a time.
 type instance struct {
 	mod    api.Module
-	stderr *tailBuffer // this instance's stderr, emptied per invocation
+	mem    *linearMemory // nil for a module without memory
+	stderr *tailBuffer   // this instance's stderr, emptied per invocation
 	malloc api.Function
 	invoke api.Function
 	stop   terminate.Flag // the deadline sets it (stop.go)
@@ -105,21 +107,34 @@ func newPool(m *Module, size int) *pool {
 // caller holds one).
 func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	stderr := &tailBuffer{}
-	mod, err := p.m.host.runtime.InstantiateModule(context.WithoutCancel(ctx), p.m.compiled, moduleConfig().WithStderr(stderr))
+	var mem *linearMemory
+	actx := experimental.WithMemoryAllocator(context.WithoutCancel(ctx), experimental.MemoryAllocatorFunc(
+		func(capBytes, maxBytes uint64) experimental.LinearMemory {
+			mem = newLinearMemory(capBytes, maxBytes)
+			return mem
+		}))
+	mod, err := p.m.host.runtime.InstantiateModule(actx, p.m.compiled, moduleConfig().WithStderr(stderr))
 	if err != nil {
 		return nil, err
 	}
-	if err := initialize(ctx, mod); err != nil {
+	mem.enter() // a fresh module: not closed
+	err = initialize(ctx, mod)
+	mem.exit()
+	if err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	inst := &instance{mod: mod, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke"), stop: stopFlag(mod)}
+	inst := &instance{mod: mod, mem: mem, stderr: stderr, malloc: mod.ExportedFunction("lemon_malloc"), invoke: mod.ExportedFunction("lemon_invoke"), stop: stopFlag(mod)}
 	if inst.malloc == nil || inst.invoke == nil || mod.ExportedFunction("lemon_describe") == nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing ABI exports")
 	}
 	if in := mod.ExportedFunction("lemon_input"); in != nil {
-		release := inst.arm(ctx)
+		release, err := inst.arm(ctx)
+		if err != nil {
+			mod.Close(ctx)
+			return nil, err
+		}
 		r, err := in.Call(ctx)
 		release()
 		if err != nil || len(r) != 1 {
@@ -138,7 +153,11 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("missing lemon_abi_version")
 	}
-	release := inst.arm(ctx)
+	release, err := inst.arm(ctx)
+	if err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
 	r, err := v.Call(ctx)
 	release()
 	if err != nil || len(r) != 1 {
@@ -308,7 +327,11 @@ func readPacked(inst *instance, packed uint64) ([]byte, error) {
 }
 
 func describe(ctx context.Context, inst *instance) (Manifest, error) {
-	defer inst.arm(ctx)()
+	release, err := inst.arm(ctx)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer release()
 	r, err := inst.mod.ExportedFunction("lemon_describe").Call(ctx)
 	if err != nil {
 		return Manifest{}, err
@@ -326,7 +349,11 @@ func describe(ctx context.Context, inst *instance) (Manifest, error) {
 
 // call runs one lemon_invoke on inst with input JSON.
 func (inst *instance) call(ctx context.Context, input []byte) ([]byte, error) {
-	defer inst.arm(ctx)()
+	release, err := inst.arm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if inst.stderr != nil {
 		inst.stderr.reset()
 	}

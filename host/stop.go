@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,18 +21,29 @@ func stopFlag(mod api.Module) terminate.Flag {
 	return nil
 }
 
-// arm makes ctx's end set the instance's stop flag, so the guest traps
-// (unreachable) within terminate.YieldEvery loop iterations; runOnce reports that trap as the
-// deadline because ctx has ended. The returned func disarms it; if the flag
-// may have been set, it closes the instance, which the pool then discards.
-func (inst *instance) arm(ctx context.Context) func() {
+// arm starts a call into the instance: it keeps the instance's memory
+// mapped until the call ends (linearMemory.enter) and makes ctx's end set
+// the instance's stop flag, so the guest traps (unreachable) within
+// terminate.YieldEvery loop iterations; runOnce reports that trap as the
+// deadline because ctx has ended. The returned func ends the call; if the
+// flag may have been set, it closes the instance, which the pool then
+// discards. An instance whose module was closed (Host.Close) answers
+// errInstanceClosed and must not be called.
+func (inst *instance) arm(ctx context.Context) (func(), error) {
+	if !inst.mem.enter() {
+		return nil, errInstanceClosed
+	}
 	release := terminate.Arm(ctx, inst.stop)
 	return func() {
 		if release() {
 			inst.mod.Close(context.WithoutCancel(ctx))
 		}
-	}
+		inst.mem.exit()
+	}, nil
 }
+
+// errInstanceClosed: a call on an instance whose module was closed.
+var errInstanceClosed = errors.New("module instance closed")
 
 // startTimeout bounds a module's start function and _initialize when the
 // caller's context has no earlier deadline (docs/RATIONALE.md, "Deadlines").
