@@ -158,7 +158,13 @@ func DecodeInput(b []byte, in *Input) error {
 		return ErrMalformed
 	}
 	if n > 0 {
-		in.Blobs = make(map[string]Blob, n)
+		// A map the caller left in in is emptied and reused (the guest
+		// SDK's Request: a map costs about 1.3 µs in a guest).
+		if in.Blobs == nil {
+			in.Blobs = make(map[string]Blob, n)
+		} else {
+			clear(in.Blobs)
+		}
 		for i := uint32(0); i < n && !r.bad; i++ {
 			f := r.str()
 			in.Blobs[f] = Blob{ID: r.u32(), Size: int(r.u64())}

@@ -44,6 +44,28 @@ func TestInputRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeInputReusesBlobs: a Blobs map left in the Input is emptied
+// and refilled, not replaced; with no blobs it is left empty.
+func TestDecodeInputReusesBlobs(t *testing.T) {
+	blobs := map[string]abi.Blob{"old": {ID: 9}}
+	in := abi.Input{Blobs: blobs}
+	b := abi.AppendInput(nil, &abi.Input{Method: "m", Blobs: map[string]abi.Blob{"value": {ID: 1, Size: 32}}})
+	if err := abi.DecodeInput(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	if len(blobs) != 1 || blobs["value"] != (abi.Blob{ID: 1, Size: 32}) {
+		t.Fatalf("reused map holds %v", blobs)
+	}
+	in = abi.Input{Blobs: blobs}
+	clear(blobs)
+	if err := abi.DecodeInput(abi.AppendInput(nil, &abi.Input{Method: "m"}), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Blobs == nil || len(in.Blobs) != 0 {
+		t.Fatalf("no blobs: %v", in.Blobs)
+	}
+}
+
 func TestOutputRoundTrip(t *testing.T) {
 	b, at := abi.AppendOK(nil, 0)
 	b = append(b, `{"a":1}`...)

@@ -21,6 +21,10 @@ func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
 }
 
+// payload holds the last payload; the SDK copies it into the result
+// envelope before the next invocation.
+var payload []byte
+
 func hostInfo(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.HostInfoParams
 	if err := req.Decode(&p); err != nil {
@@ -37,7 +41,8 @@ func hostInfo(req *sdk.Request) (*sdk.Result, error) {
 	// codec; this method writes them by hand (AppendPayload) because its
 	// bound against native is tight (docs/BENCHMARKS.md, "Module ABI").
 	h := shape.Payload(f)
-	return &sdk.Result{Payload: json.RawMessage(shape.AppendPayload(make([]byte, 0, 512), &h))}, nil
+	payload = shape.AppendPayload(payload[:0], &h)
+	return &sdk.Result{Payload: json.RawMessage(payload)}, nil
 }
 
 func main() {}

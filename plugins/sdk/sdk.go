@@ -59,9 +59,11 @@ type Blob = abi.Blob
 // Resume is set when the host re-invokes a method after a Suspend.
 type Resume = abi.Resume
 
-// Request is one invocation. The SDK reuses the Request value for the next
-// invocation, so a handler must not keep a pointer to it; its strings and
-// Params (which share the invocation's bytes, never reused) stay valid.
+// Request is one invocation. The SDK reuses the Request value and its
+// Blobs map for the next invocation, so a handler must not keep a pointer
+// to it or the map (Blobs may be empty rather than nil when there are no
+// blobs); its strings and Params (which share the invocation's bytes,
+// never reused) stay valid.
 type Request abi.Input
 
 // Suspend asks the host to wait for Handle (registered by a host call)
@@ -73,7 +75,10 @@ type Suspend struct {
 }
 
 // Result is a handler's success. Blobs maps top-level payload fields to
-// blob ids the host encodes as base64 into the payload.
+// blob ids the host encodes as base64 into the payload. A json.RawMessage
+// Payload is taken as the payload's JSON and copied into the result
+// before the invocation returns, so its buffer may be reused by the next
+// invocation.
 type Result struct {
 	Payload any
 	// PayloadBlob, when non-zero, is a blob (returned by a host call) that
@@ -226,7 +231,10 @@ var resultBuf []byte
 var req Request
 
 func invoke(in []byte) []byte {
-	req = Request{}
+	// The Blobs map is reused, emptied (DecodeInput refills it).
+	blobs := req.Blobs
+	clear(blobs)
+	req = Request{Blobs: blobs}
 	if err := abi.DecodeInput(in, (*abi.Input)(&req)); err != nil {
 		return fail(protocol.Errorf(protocol.CodeInvalidRequest, "malformed invocation"))
 	}

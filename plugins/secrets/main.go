@@ -33,6 +33,7 @@ import (
 	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
 	"lemon/plugins/sdk/vault"
+	"lemon/plugins/secrets/shape"
 	"lemon/protocol"
 )
 
@@ -63,6 +64,10 @@ func receiptKey(nodeID, opID string) (string, *protocol.Error) {
 	}
 	return key, nil
 }
+
+// setBuf holds the last set payload; the SDK copies it into the result
+// envelope before the next invocation.
+var setBuf []byte
 
 func set(req *sdk.Request) (*sdk.Result, error) {
 	// The checks of protocol.DecodeSecretsSet, on the SDK's fast strict
@@ -115,12 +120,13 @@ func set(req *sdk.Request) (*sdk.Result, error) {
 	if err := vault.Put(name, blob.ID, rec); err != nil {
 		return nil, err
 	}
-	out := protocol.SecretsSetResult{Name: name, Set: true}
+	// protocol.SecretsSetResult's bytes, written by hand (shape).
+	op := ""
 	if p.OperationID != nil {
-		t := true
-		out.OperationID, out.Status, out.CurrentBindingMatches = *p.OperationID, protocol.SecretStatusApplied, &t
+		op = *p.OperationID
 	}
-	return &sdk.Result{Payload: out}, nil
+	setBuf = shape.AppendSetResult(setBuf[:0], name, op)
+	return &sdk.Result{Payload: json.RawMessage(setBuf)}, nil
 }
 
 func list(req *sdk.Request) (*sdk.Result, error) {
