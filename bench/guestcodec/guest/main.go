@@ -68,7 +68,7 @@ func main() {
 
 	fig := contract.SysinfoFigures{Hostname: "host-123.example", GOOS: "linux", Machine: "x86_64", Release: "6.8.0-45-generic",
 		CLibrary: "gnu", CPUCount: 2, MemTotalBytes: 25262022656, MemFreeBytes: 1234567890, DiskBlocks: 66053021,
-		DiskBlocksAvail: 14008404, DiskBlockBytes: 4096, UptimeSec: 18234, LemonVersion: "0.9.0",
+		DiskBlocksAvail: 14008404, DiskBlockBytes: 4096, UptimeSec: 18234, LemonVersion: "bench-build",
 		DefaultCwd: "/home/user/work", User: "root"}
 	fjs, fbin := encode(fig)
 	pair("SysinfoFigures", fjs, fbin, n,

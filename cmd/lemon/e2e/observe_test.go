@@ -73,7 +73,7 @@ func TestObservabilityThroughController(t *testing.T) {
 	}
 	okStat := `lemon_controller_requests_total{code="",method="node.fs.stat",outcome="ok"}`
 	ctlBefore := metricValue(httpGet(t, ctlBase+"/metrics", 200), okStat)
-	nodeBefore := metricValue(httpGet(t, nodeBase+"/metrics", 200), `lemon_hostcall_total{hostcall="fs.open",module="fs",outcome="ok"}`)
+	nodeBefore := metricValue(httpGet(t, nodeBase+"/metrics", 200), `lemon_hostcall_total{hostcall="fs.stat",module="fs",outcome="ok"}`)
 
 	canaries := map[string]string{
 		"path":         "PATH-" + randHex(12),
@@ -102,8 +102,8 @@ func TestObservabilityThroughController(t *testing.T) {
 	if got := metricValue(ctlMetrics, okStat); got != ctlBefore+2 {
 		t.Errorf("controller node.fs.stat ok: %v, then %v; want +2", ctlBefore, got)
 	}
-	if got := metricValue(nodeMetrics, `lemon_hostcall_total{hostcall="fs.open",module="fs",outcome="ok"}`); got < nodeBefore+2 {
-		t.Errorf("node fs.open host calls: %v, then %v; want at least +2", nodeBefore, got)
+	if got := metricValue(nodeMetrics, `lemon_hostcall_total{hostcall="fs.stat",module="fs",outcome="ok"}`); got < nodeBefore+2 {
+		t.Errorf("node fs.stat host calls: %v, then %v; want at least +2", nodeBefore, got)
 	}
 	for _, want := range []string{
 		`lemon_controller_connections{role="node"} 1`,
@@ -163,7 +163,7 @@ func TestObservabilityThroughController(t *testing.T) {
 			joined[h.HostCall]++
 		}
 	}
-	for _, hc := range []string{"fs.open", "spawn.start", "vault.set"} {
+	for _, hc := range []string{"fs.stat", "spawn.start", "vault.set"} {
 		if joined[hc] == 0 {
 			t.Errorf("no joined record of host call %s: %v", hc, joined)
 		}
