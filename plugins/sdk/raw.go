@@ -31,3 +31,15 @@ func CallBytes(fn ImportFunc, args []byte) ([]byte, error) {
 	}
 	return res, nil
 }
+
+// SendBytes makes a host call with args already encoded as JSON and
+// leaves a success's result unread (see Call with a nil out), for
+// wrappers that need only success. A host error comes back as
+// *protocol.Error.
+func SendBytes(fn ImportFunc, args []byte) error {
+	status, res := callImportDiscard(fn, args, true)
+	if status != 0 {
+		return hostError(res)
+	}
+	return nil
+}

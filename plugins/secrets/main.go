@@ -74,7 +74,9 @@ func set(req *sdk.Request) (*sdk.Result, error) {
 	// decode: the name rules, operationId and the reserved-name rule, all
 	// before the vault is touched or the value blob read.
 	var p protocol.SecretsSetParams
-	if err := req.Decode(&p); err != nil {
+	if nodeID, name, op, ok := shape.SetParams(req.Params); ok {
+		p = protocol.SecretsSetParams{NodeID: nodeID, Name: name, OperationID: op}
+	} else if err := req.Decode(&p); err != nil {
 		return nil, err
 	}
 	if p.Value != nil {

@@ -8,6 +8,9 @@
 package vault
 
 import (
+	"strconv"
+
+	"lemon/host/abi/wire"
 	"lemon/hostcalls/contract"
 	"lemon/plugins/sdk"
 )
@@ -26,7 +29,33 @@ func Set(name string, valueBlob uint32, record *contract.VaultRecord) (contract.
 // microseconds, docs/ABI.md "Codec"). A replay that writes nothing is a success
 // too.
 func Put(name string, valueBlob uint32, record *contract.VaultRecord) error {
-	return sdk.Call(vaultSet, contract.VaultSetArgs{Name: name, ValueBlob: &valueBlob, Record: record}, nil)
+	putArgs = AppendSetArgs(putArgs[:0], name, valueBlob, record)
+	return sdk.SendBytes(vaultSet, putArgs)
+}
+
+// putArgs is reused for Put's args (the host copies them during the call).
+var putArgs []byte
+
+// AppendSetArgs appends vault.set's args for name, valueBlob and record
+// (nil: none) as JSON, the bytes the SDK codec writes for
+// contract.VaultSetArgs, without its per-field dispatch (Put's hot path).
+func AppendSetArgs(b []byte, name string, valueBlob uint32, record *contract.VaultRecord) []byte {
+	b = append(b, `{"name":`...)
+	b = wire.AppendString(b, name)
+	b = append(b, `,"valueBlob":`...)
+	b = strconv.AppendUint(b, uint64(valueBlob), 10)
+	if record != nil {
+		b = append(b, `,"record":{"key":`...)
+		b = wire.AppendString(b, record.Key)
+		b = append(b, `,"value":`...)
+		b = wire.AppendString(b, record.Value)
+		if record.MaxPerName != 0 {
+			b = append(b, `,"maxPerName":`...)
+			b = strconv.AppendInt(b, int64(record.MaxPerName), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 // List returns the first limit (1 to contract.VaultListMaxLimit) names
