@@ -21,13 +21,20 @@ func init() {
 	sdk.Serve(manifest, map[string]sdk.Handler{"node.host.info": hostInfo})
 }
 
+var nodeIDKey = [1]string{"nodeId"}
+
 // payload holds the last payload; the SDK copies it into the result
 // envelope before the next invocation.
 var payload []byte
 
 func hostInfo(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.HostInfoParams
-	if err := req.Decode(&p); err != nil {
+	// The plain {"nodeId":"…"} takes the fast path; anything else the
+	// strict decode.
+	var vals [1]string
+	if _, ok := sdk.PlainStrings(req.Params, nodeIDKey[:], vals[:]); ok {
+		p.NodeID = vals[0]
+	} else if err := req.Decode(&p); err != nil {
 		return nil, err
 	}
 	if err := protocol.RequireNodeID(p.NodeID); err != nil {

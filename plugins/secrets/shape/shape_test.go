@@ -29,58 +29,18 @@ func TestAppendSetResultIsMarshal(t *testing.T) {
 	}
 }
 
-// TestSetParamsIsDecode: whatever SetParams accepts, protocol.DecodeParams
-// accepts too with the same values; what it refuses goes to the strict
-// decode. Checked on hand-picked cases and on every truncation and
-// one-byte mutation of them.
-func TestSetParamsIsDecode(t *testing.T) {
-	cases := []string{
-		`{"nodeId":"n1","name":" db/x ","operationId":"op-1"}`,
-		`{"operationId":"op-1","nodeId":"n1","name":"a"}`,
-		`{"nodeId":"n1","name":"a"}`,
-		`{}`,
-		`{"nodeId":"n1","name":"a","value":"v"}`,
-		`{"nodeId":"n1","nodeId":"n2","name":"a"}`,
-		`{"nodeId":"n1", "name":"a"}`,
-		`{"nodeId":"n\u0031","name":"a"}`,
-		`{"nodeId":"n1","name":"é"}`,
-		`{"nodeId":null,"name":"a"}`,
-		`{"nodeId":"n1","name":"a"}x`,
-		`{"NodeId":"n1","name":"a"}`,
+// TestSetParams: the plain shape gives the three params (operationId
+// only when present); anything else is left to the strict decode
+// (sdk.PlainStrings is tested against protocol.DecodeParams).
+func TestSetParams(t *testing.T) {
+	n, name, op, ok := shape.SetParams([]byte(`{"nodeId":"n1","name":" a ","operationId":"op-1"}`))
+	if !ok || n != "n1" || name != " a " || op == nil || *op != "op-1" {
+		t.Fatalf("%q %q %v %v", n, name, op, ok)
 	}
-	accepted := 0
-	check := func(in string) {
-		nodeID, name, op, ok := shape.SetParams([]byte(in))
-		if !ok {
-			return
-		}
-		accepted++
-		var p protocol.SecretsSetParams
-		if perr := protocol.DecodeParams(json.RawMessage(in), &p); perr != nil {
-			t.Fatalf("%q: SetParams accepted, DecodeParams: %v", in, perr)
-		}
-		if p.NodeID != nodeID || p.Name != name || p.Value != nil || (p.OperationID == nil) != (op == nil) ||
-			(op != nil && *op != *p.OperationID) {
-			t.Fatalf("%q: SetParams %q %q %v, DecodeParams %+v", in, nodeID, name, op, p)
-		}
+	if _, _, op, ok := shape.SetParams([]byte(`{"nodeId":"n1","name":"a"}`)); !ok || op != nil {
+		t.Fatalf("without operationId: %v %v", op, ok)
 	}
-	for _, c := range cases {
-		check(c)
-		for n := 0; n < len(c); n++ {
-			check(c[:n])
-			for _, x := range []byte{'"', '\\', ',', ':', '}', '{', ' ', 'a', 0, 0xff} {
-				m := []byte(c)
-				m[n] = x
-				check(string(m))
-			}
-		}
-	}
-	if accepted < 4 {
-		t.Fatalf("only %d inputs took the fast path", accepted)
-	}
-	for _, in := range cases[4:] {
-		if _, _, _, ok := shape.SetParams([]byte(in)); ok {
-			t.Errorf("%q took the fast path", in)
-		}
+	if _, _, _, ok := shape.SetParams([]byte(`{"nodeId":"n1","name":"a","value":"x"}`)); ok {
+		t.Fatal("a value member took the fast path")
 	}
 }
