@@ -157,7 +157,7 @@ func callArgs(fn ImportFunc, args any) ([]byte, error) { return callArgsDiscard(
 // read (nil is returned for it), an error's always is.
 func callArgsDiscard(fn ImportFunc, args any, discard bool) ([]byte, error) {
 	in := emptyArgs
-	if args != nil {
+	if _, empty := args.(contract.Empty); args != nil && !empty {
 		var err error
 		if in, err = wire.Append(argsBuf[:0], args); err != nil {
 			return nil, fmt.Errorf("sdk: marshal host-call args: %w", err)
