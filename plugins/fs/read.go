@@ -35,12 +35,22 @@ func checkNodePath(nodeID, path string) *protocol.Error {
 	return protocol.ValidateFSPath("path", path)
 }
 
+var statKeys = [2]string{"nodeId", "path"}
+
 // stat serves node.fs.stat: fs.stat's raw stat (no descriptor, no
 // handle), shaped with the MIME type of the canonical path's last
 // component.
 func stat(req *sdk.Request) (*sdk.Result, error) {
 	var p protocol.FSStatParams
-	if err := decode(req, &p, func() *protocol.Error { return checkNodePath(p.NodeID, p.Path) }); err != nil {
+	// Plain params ({"nodeId":"…","path":"…"}, ASCII, no escapes) take
+	// the fast path; anything else the strict decode.
+	var vals [2]string
+	if _, ok := sdk.PlainStrings(req.Params, statKeys[:], vals[:]); ok {
+		p.NodeID, p.Path = vals[0], vals[1]
+	} else if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	if err := checkNodePath(p.NodeID, p.Path); err != nil {
 		return nil, err
 	}
 	st, err := fs.Stat(p.Path, false)
