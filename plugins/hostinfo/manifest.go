@@ -11,7 +11,7 @@ import (
 // method"): node.host.info is an operator.read pure read.
 var manifest = sdk.Manifest{
 	Family:       "hostinfo",
-	Version:      "1.0.0",
+	Version:      "1.1.0",
 	Capabilities: []string{"hostinfo"},
 	HostCalls:    []string{"sysinfo.snapshot"},
 	Methods: []sdk.MethodSpec{{

@@ -16,7 +16,7 @@ var processID = &sdk.Schema{Type: "string", Pattern: `^[A-Za-z0-9_:-]{1,128}$`, 
 // plus 5 s); the controller keeps protocol's rule of timeoutMs + 5 s.
 var manifest = sdk.Manifest{
 	Family:       "process",
-	Version:      "1.0.0",
+	Version:      "1.1.0",
 	Capabilities: []string{"exec"},
 	HostCalls: []string{"spawn.start", "spawn.wait", "spawn.signal", "spawn.release",
 		"store.get", "store.put", "store.delete", "store.cas", "store.scan", "blob.sha256", "config.get"},

@@ -18,7 +18,7 @@ var (
 // reads.
 var manifest = sdk.Manifest{
 	Family:       "secrets",
-	Version:      "1.2.0",
+	Version:      "1.3.0",
 	Capabilities: []string{"secrets"},
 	HostCalls:    []string{"vault.set", "vault.list", "vault.delete", "vault.receipt"},
 	Methods: []sdk.MethodSpec{
