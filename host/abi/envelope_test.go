@@ -97,3 +97,19 @@ func TestOutputRoundTrip(t *testing.T) {
 		t.Fatalf("repeated field: %v", err)
 	}
 }
+
+// TestDecodeInputLeavesNothingStale: decoding into an Input that still
+// holds an earlier invocation (blobs, a resume) leaves none of it: an
+// invocation without blobs has an empty map, one without a resume none.
+func TestDecodeInputLeavesNothingStale(t *testing.T) {
+	in := abi.Input{Blobs: map[string]abi.Blob{"value": {ID: 1, Size: 32}}, Resume: &abi.Resume{Handle: 7}}
+	if err := abi.DecodeInput(abi.AppendInput(nil, &abi.Input{Method: "m"}), &in); err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Blobs) != 0 {
+		t.Fatalf("stale blobs: %v", in.Blobs)
+	}
+	if in.Resume != nil {
+		t.Fatalf("stale resume: %+v", in.Resume)
+	}
+}
