@@ -1,6 +1,10 @@
 package host
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/tetratelabs/wazero/api"
+)
 
 // Mallocs is how many lemon_malloc calls m's idle instances made (tests
 // of the lemon_input path).
@@ -61,3 +65,8 @@ func init() {
 		memoriesMu.Unlock()
 	}
 }
+
+// SetInstantiatedHook makes f see every module instance right after the
+// runtime instantiates it (before its initialization runs); nil removes
+// the hook.
+func SetInstantiatedHook(f func(api.Module)) { testInstantiated = f }

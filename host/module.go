@@ -117,7 +117,16 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem.enter() // a fresh module: not closed
+	if testInstantiated != nil {
+		testInstantiated(mod)
+	}
+	// The module is in the runtime's store now, so Host.Close (closing
+	// the runtime) may already have closed it and unmapped its memory:
+	// initialize must not run on it then.
+	if !mem.enter() {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, errInstanceClosed
+	}
 	err = initialize(ctx, mod)
 	mem.exit()
 	if err != nil {
@@ -173,6 +182,10 @@ func (p *pool) instantiate(ctx context.Context) (*instance, error) {
 	p.mu.Unlock()
 	return inst, nil
 }
+
+// testInstantiated, when set (export_test.go), sees every module right
+// after InstantiateModule returns it.
+var testInstantiated func(api.Module)
 
 // get returns an idle instance or a new one, waiting for a slot.
 func (p *pool) get(ctx context.Context) (*instance, error) {

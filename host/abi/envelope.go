@@ -169,6 +169,8 @@ func DecodeInput(b []byte, in *Input) error {
 			f := r.str()
 			in.Blobs[f] = Blob{ID: r.u32(), Size: int(r.u64())}
 		}
+	} else if len(in.Blobs) > 0 {
+		clear(in.Blobs) // no entry of an earlier invocation survives
 	}
 	in.Invocation.InvokeID = r.str()
 	in.Invocation.NodeID = r.str()
@@ -176,6 +178,7 @@ func DecodeInput(b []byte, in *Input) error {
 	in.Invocation.ExecutionContext = r.bytes()
 	switch r.u8() {
 	case 0:
+		in.Resume = nil
 	case 1:
 		in.Resume = &Resume{Handle: r.u32(), State: r.bytes()}
 	default:

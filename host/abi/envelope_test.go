@@ -97,3 +97,49 @@ func TestOutputRoundTrip(t *testing.T) {
 		t.Fatalf("repeated field: %v", err)
 	}
 }
+
+// TestDecodeInputLeavesNothingStale: decoding into an Input that still
+// holds an earlier invocation (blobs, a resume) leaves none of it: an
+// invocation without blobs has an empty map, one without a resume none.
+func TestDecodeInputLeavesNothingStale(t *testing.T) {
+	in := abi.Input{Blobs: map[string]abi.Blob{"value": {ID: 1, Size: 32}}, Resume: &abi.Resume{Handle: 7}}
+	if err := abi.DecodeInput(abi.AppendInput(nil, &abi.Input{Method: "m"}), &in); err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Blobs) != 0 {
+		t.Fatalf("stale blobs: %v", in.Blobs)
+	}
+	if in.Resume != nil {
+		t.Fatalf("stale resume: %+v", in.Resume)
+	}
+}
+
+// FuzzDecodeEnvelopes: hostile bytes (a guest's result, a truncated
+// invocation) decode or fail with ErrMalformed, never panic; an input
+// decoded into a reused Input holds nothing of the one before.
+func FuzzDecodeEnvelopes(f *testing.F) {
+	f.Add(abi.AppendInput(nil, &abi.Input{Method: "m", Params: []byte(`{}`), Blobs: map[string]abi.Blob{"v": {ID: 1, Size: 2}}, Resume: &abi.Resume{Handle: 3}}))
+	b, at := abi.AppendOK(nil, 0)
+	f.Add(abi.EndPayload(append(b, `{"a":1}`...), at, map[string]uint32{"d": 3}))
+	f.Add(abi.AppendError(nil, protocol.InvalidParams("path", "path is required")))
+	f.Add(abi.AppendSuspend(nil, 4, []byte(`{}`)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, _ = abi.DecodeOutput(in)
+		reused := abi.Input{Blobs: map[string]abi.Blob{"stale": {ID: 9}}, Resume: &abi.Resume{Handle: 9}}
+		if err := abi.DecodeInput(in, &reused); err != nil {
+			return
+		}
+		var fresh abi.Input
+		if err := abi.DecodeInput(in, &fresh); err != nil {
+			t.Fatalf("decodes into a reused Input, not a fresh one: %v", err)
+		}
+		if len(reused.Blobs) != len(fresh.Blobs) || (reused.Resume == nil) != (fresh.Resume == nil) {
+			t.Fatalf("reused Input %+v, fresh %+v", reused, fresh)
+		}
+		for k, v := range fresh.Blobs {
+			if reused.Blobs[k] != v {
+				t.Fatalf("blob %q: reused %v, fresh %v", k, reused.Blobs[k], v)
+			}
+		}
+	})
+}

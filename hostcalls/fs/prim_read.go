@@ -216,6 +216,10 @@ func (f *FS) open(p string, noFollow bool) (*handle, contract.FSOpenResult, erro
 		n, err := unix.Readlinkat(t.dir, t.name, buf[:])
 		if err != nil {
 			f.closeFD(fd)
+			if err == unix.EINVAL {
+				// No longer a symlink: replaced since the walk.
+				return nil, res, errBusy()
+			}
 			return nil, res, mapErrno(err)
 		}
 		res.Link = string(buf[:n])
@@ -242,6 +246,10 @@ func (f *FS) stat(p string, noFollow bool) (contract.FSStatResult, error) {
 	if noFollow && t.st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		var buf [protocol.FSMaxPathBytes + 1]byte
 		n, err := unix.Readlinkat(t.dir, t.name, buf[:])
+		if err == unix.EINVAL {
+			// No longer a symlink: replaced since the walk's lstat.
+			return res, errBusy()
+		}
 		if err != nil {
 			return res, mapErrno(err)
 		}
