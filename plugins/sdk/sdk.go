@@ -231,10 +231,8 @@ var resultBuf []byte
 var req Request
 
 func invoke(in []byte) []byte {
-	// The Blobs map is reused, emptied (DecodeInput refills it).
-	blobs := req.Blobs
-	clear(blobs)
-	req = Request{Blobs: blobs}
+	// The Blobs map is reused: DecodeInput empties and refills it.
+	req = Request{Blobs: req.Blobs}
 	if err := abi.DecodeInput(in, (*abi.Input)(&req)); err != nil {
 		return fail(protocol.Errorf(protocol.CodeInvalidRequest, "malformed invocation"))
 	}
